@@ -1,0 +1,89 @@
+"""The one door to vLLM's dots3_note CPU code, and the two work-arounds it needs.
+
+Why this module exists
+----------------------
+1. ``vllm/models/dots3_note/__init__.py`` imports the NVIDIA model (and through it
+   ``vllm_flash_attn``), which fails on a host without CUDA. The CPU parts we need —
+   ``common/processor.py`` and ``common/video.py`` — do not depend on it. Only when the
+   normal import fails, we register ``vllm.models.dots3_note`` as a bare package whose
+   ``__path__`` is the real folder, so its ``common`` sub-modules import unchanged.
+2. ``common/video.py`` calls ``hashlib.sha1(...)`` without ``usedforsecurity=False`` when a
+   video's sound track is interleaved (it seeds the ``logk`` grouping, not security). On FIPS
+   builds that refuse SHA-1 this raises. We give that one module a ``hashlib`` whose ``sha1``
+   passes ``usedforsecurity=False`` (the form vLLM's own ``utils/hashing.py`` uses); the digest
+   is bit-identical, so results do not change.
+
+Everything else in the project imports vLLM's dots3_note code from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import types
+from functools import cache
+from pathlib import Path
+
+_PACKAGE = "vllm.models.dots3_note"
+
+
+def _ensure_dots3_package() -> None:
+    """Make ``vllm.models.dots3_note.common`` importable on hosts without CUDA."""
+    if _PACKAGE in sys.modules:
+        return
+    try:
+        importlib.import_module(_PACKAGE)
+        return
+    except Exception:  # noqa: BLE001 - any failure of the NVIDIA import chain
+        sys.modules.pop(_PACKAGE, None)
+    spec = importlib.util.find_spec("vllm.models")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("vLLM is not installed (need vllm==0.32.0)")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "dots3_note"
+    if not folder.is_dir():
+        raise ImportError(f"this vLLM has no dots3_note model (looked in {folder}); need vllm==0.32.0")
+    bare = types.ModuleType(_PACKAGE)
+    bare.__path__ = [str(folder)]  # type: ignore[attr-defined]
+    bare.__package__ = _PACKAGE
+    sys.modules[_PACKAGE] = bare
+
+
+class _FipsSafeHashlib(types.ModuleType):
+    """``hashlib`` for vLLM's video module: SHA-1 only seeds a RNG there, it guards nothing."""
+
+    def __init__(self) -> None:
+        super().__init__("hashlib")
+
+    def __getattr__(self, name: str):  # everything but sha1 is hashlib's own
+        return getattr(hashlib, name)
+
+    @staticmethod
+    def sha1(data: bytes = b"", **kwargs):  # noqa: ANN205 - mirrors hashlib.sha1
+        kwargs.setdefault("usedforsecurity", False)
+        return hashlib.sha1(data, **kwargs)
+
+
+@cache
+def processor_module() -> types.ModuleType:
+    """``vllm.models.dots3_note.common.processor`` (Dots3NoteProcessor and friends)."""
+    _ensure_dots3_package()
+    return importlib.import_module(f"{_PACKAGE}.common.processor")
+
+
+@cache
+def video_module() -> types.ModuleType:
+    """``vllm.models.dots3_note.common.video``, with its SHA-1 made FIPS-safe."""
+    _ensure_dots3_package()
+    module = importlib.import_module(f"{_PACKAGE}.common.video")
+    if not isinstance(module.hashlib, _FipsSafeHashlib):
+        module.hashlib = _FipsSafeHashlib()
+    return module
+
+
+def dots_tool_parser_class() -> type:
+    """vLLM's ``DotsToolParser`` (imports as is, CUDA or not)."""
+    from vllm.tool_parsers.dots_tool_parser import DotsToolParser
+
+    return DotsToolParser
