@@ -1,0 +1,66 @@
+"""Dots3 NOTE Studio — try vLLM's dots3_note omni model in the browser, and see what it sees.
+
+Run commands::
+
+    pip install -r requirements.txt && python app.py        # serves http://127.0.0.1:7860
+    python app.py --model /path/to/Dots3-NOTE               # inspect with a checkpoint's geometry
+    python app.py inspect clip.mp4 photo.png --json          # what the model sees, as JSON
+    python app.py --help
+
+With no engine attached the studio runs in preview mode: the inspector works, the chat says how
+to attach an engine. It never invents an answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from dots3_demo.inspection.video import DEFAULT_SEQ
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Flags of the web app (``python app.py inspect …`` has its own, see ``--help`` there)."""
+    parser = argparse.ArgumentParser(
+        prog="app.py",
+        description="Dots3 NOTE Studio: a browser demo for vLLM's dots3_note omni model. "
+        "Sub-command: `python app.py inspect FILE... --json` prints what the model sees.",
+    )
+    parser.add_argument(
+        "--model", default=None, metavar="DIR",
+        help="checkpoint or config-only folder (config.json, preprocessor_config.json, "
+        "tokenizer files); default: the bundled preview profile",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
+    parser.add_argument(
+        "--seq", type=int, default=None,
+        help=f"default video budget in the UI (default: the engine's max_model_len, else {DEFAULT_SEQ})",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    if argv and argv[0] == "inspect":
+        from dots3_demo.cli import main_inspect
+
+        return main_inspect(argv[1:])
+    args = parse_args(argv)
+    from dots3_demo.profiles import ProfileError, load_profile
+    from dots3_demo.ui import launch_app
+
+    try:
+        profile = load_profile(args.model)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    launch_app(profile, engine=None, host=args.host, port=args.port, seq=args.seq or DEFAULT_SEQ)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
