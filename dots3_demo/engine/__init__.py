@@ -1,0 +1,33 @@
+"""Engines the UI talks to (see ``protocol.ChatEngine``): in-process vLLM or a remote endpoint.
+
+Import the adapters from their modules (``engine.inprocess``, ``engine.remote``, ``engine.cli``);
+this package imports no vLLM code itself.
+"""
+
+from dots3_demo.engine.protocol import (
+    ChatEngine,
+    EngineStatus,
+    EngineUnavailable,
+    PromptTokens,
+    SamplingSettings,
+    TurnDelta,
+    TurnRejected,
+    TurnRequest,
+    TurnStats,
+    VideoBudget,
+    new_request_id,
+)
+
+__all__ = [
+    "ChatEngine",
+    "EngineStatus",
+    "EngineUnavailable",
+    "PromptTokens",
+    "SamplingSettings",
+    "TurnDelta",
+    "TurnRejected",
+    "TurnRequest",
+    "TurnStats",
+    "VideoBudget",
+    "new_request_id",
+]

@@ -1,0 +1,239 @@
+"""InProcessEngine against a scripted AsyncLLM double (real vLLM output objects)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from dots3_demo.engine import EngineUnavailable, SamplingSettings, TurnRejected, TurnRequest, VideoBudget
+from dots3_demo.engine.inprocess import MM_CACHE_WARNING, InProcessEngine
+from dots3_demo.tools import EXAMPLE_TOOLS
+from tests.engine.doubles import ScriptedAsyncLLM
+from tests.engine.media import make_clip, make_png
+
+
+class _Args:
+    model = "stub"
+    mm_processor_cache_gb = 0
+    max_model_len = 32768
+    max_num_seqs = 4
+
+
+async def _engine(double: ScriptedAsyncLLM) -> InProcessEngine:
+    engine = InProcessEngine(_Args(), engine_factory=lambda args: double)
+    await engine.start()
+    return engine
+
+
+def _turn(text: str = "hi", **kwargs) -> TurnRequest:
+    return TurnRequest(session_id="s1", messages=[{"role": "user", "content": text}], **kwargs)
+
+
+async def _collect(engine, turn):
+    return [delta async for delta in engine.stream_turn(turn)]
+
+
+def test_streams_deltas_and_finishes():
+    async def main():
+        double = ScriptedAsyncLLM(["Hel", "lo", " world"])
+        engine = await _engine(double)
+        deltas = await _collect(engine, _turn(sampling=SamplingSettings(temperature=0.2, max_tokens=64, seed=3, top_k=20)))
+        assert "".join(d.text for d in deltas) == "Hello world"
+        assert [d.finished for d in deltas] == [False, False, True]
+        assert deltas[-1].finish_reason == "stop"
+        (_, params, request_id), = double.generated
+        from vllm.sampling_params import RequestOutputKind
+
+        assert params.output_kind == RequestOutputKind.DELTA
+        assert (params.temperature, params.max_tokens, params.seed, params.top_k) == (0.2, 64, 3, 20)
+        assert params.skip_special_tokens is False
+        assert double.aborted == []  # finished normally: nothing to abort
+        assert engine.active_requests == frozenset()
+        assert request_id.startswith("s1-")
+
+    asyncio.run(main())
+
+
+def test_mm_processor_kwargs_reach_prompt_extras():
+    async def main():
+        double = ScriptedAsyncLLM(["ok"])
+        engine = await _engine(double)
+        turn = _turn(sampling=SamplingSettings(max_tokens=300),
+                     video=VideoBudget(seq=8192, output_reserve=512, audio_cap=0.5, k_mode="whole"))
+        await _collect(engine, turn)
+        call = double.renderer.calls[0]
+        assert call["prompt_extras"]["mm_processor_kwargs"] == {
+            "max_new_tokens": 300, "seq": 8192, "output_reserve": 512, "audio_cap": 0.5, "k_mode": "whole"}
+        assert call["chat_params"].chat_template_kwargs["add_generation_prompt"] is True
+
+    asyncio.run(main())
+
+
+def test_unique_request_ids():
+    ids = {_turn().request_id for _ in range(50)}
+    assert len(ids) == 50 and all(i.startswith("s1-") for i in ids)
+
+
+def test_abort_on_aclose_mid_stream():
+    async def main():
+        double = ScriptedAsyncLLM(["a", "b", "c", "d"])
+        engine = await _engine(double)
+        turn = _turn()
+        stream = engine.stream_turn(turn)
+        first = await stream.__anext__()
+        assert first.text == "a"
+        await stream.aclose()
+        assert double.aborted == [turn.request_id]
+        assert double.closed_streams == [turn.request_id]  # vLLM's generator was closed too
+        assert engine.active_requests == frozenset()
+
+    asyncio.run(main())
+
+
+def test_abort_on_task_cancel_while_waiting():
+    async def main():
+        double = ScriptedAsyncLLM(["a", "b", "c"], hold_at=1)
+        engine = await _engine(double)
+        turn = _turn()
+        seen = []
+
+        async def consume():
+            async for delta in engine.stream_turn(turn):
+                seen.append(delta.text)
+
+        task = asyncio.create_task(consume())
+        await double.reached_hold.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert seen == ["a"]
+        assert double.aborted == [turn.request_id]
+
+    asyncio.run(main())
+
+
+def test_rejects_video_with_image_before_sending(tmp_path):
+    async def main():
+        double = ScriptedAsyncLLM(["x"])
+        engine = await _engine(double)
+        video, image = make_clip(tmp_path / "v.mp4", seconds=1, audio=False), make_png(tmp_path / "i.png")
+        turn = TurnRequest(session_id="s", messages=[{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": str(video)}},
+            {"type": "image_url", "image_url": {"url": f"file://{image}"}},
+            {"type": "text", "text": "compare"}]}])
+        with pytest.raises(TurnRejected, match="cannot mix a video"):
+            await _collect(engine, turn)
+        two_videos = TurnRequest(session_id="s", messages=[
+            {"role": "user", "content": [{"type": "video_url", "video_url": {"url": str(video)}}]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "video_url", "video_url": {"url": str(video)}}]}])
+        with pytest.raises(TurnRejected, match="one video per"):
+            await _collect(engine, two_videos)
+        too_many = TurnRequest(session_id="s", messages=[{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": str(image)}}] * 9}])
+        with pytest.raises(TurnRejected, match="at most 8 image"):
+            await _collect(engine, too_many)
+        assert double.generated == [] and double.renderer.calls == []
+
+    asyncio.run(main())
+
+
+def test_tool_calls_surface_mid_stream():
+    script = ["Checking. <dots_", "function_call>\n<invoke name=\"get_weather\">\n",
+              "<parameter name=\"city\">Paris</parameter>\n</invoke>\n</dots_function_call>", " more", " text"]
+
+    async def main():
+        double = ScriptedAsyncLLM(script)
+        engine = await _engine(double)
+        deltas = await _collect(engine, _turn(tools=EXAMPLE_TOOLS))
+        assert deltas[0].text == "Checking. " and deltas[0].tool_calls == []
+        assert deltas[1].writing_tool_call is True and deltas[1].tool_calls == []
+        mid = deltas[2]
+        assert not mid.finished and len(mid.tool_calls) == 1
+        call = mid.tool_calls[0]
+        assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}
+        assert call["id"] and call["status"] == "complete"
+        assert "".join(d.text for d in deltas) == "Checking.  more text"
+        assert deltas[-1].finish_reason == "tool_calls"
+
+    asyncio.run(main())
+
+
+def test_reasoning_split_across_deltas():
+    async def main():
+        double = ScriptedAsyncLLM(["<thi", "nk>Let me ", "think.</th", "ink>The answer", " is 4."])
+        engine = await _engine(double)
+        deltas = await _collect(engine, _turn())
+        assert "".join(d.reasoning for d in deltas) == "Let me think."
+        assert "".join(d.text for d in deltas) == "The answer is 4."
+
+    asyncio.run(main())
+
+
+def test_reasoning_when_template_opens_think():
+    async def main():
+        double = ScriptedAsyncLLM(["plan", "</think>", "answer"])
+        engine = InProcessEngine(_Args(), engine_factory=lambda a: double, starts_in_reasoning=True)
+        await engine.start()
+        deltas = await _collect(engine, _turn())
+        assert "".join(d.reasoning for d in deltas) == "plan"
+        assert "".join(d.text for d in deltas) == "answer"
+
+    asyncio.run(main())
+
+
+def test_stats_from_engine_outputs():
+    async def main():
+        double = ScriptedAsyncLLM(["a", "b", "c"], spec_decode=True, tokens_per_delta=2)
+        engine = await _engine(double)
+        deltas = await _collect(engine, _turn())
+        stats = deltas[-1].stats
+        assert stats.source == "engine"
+        assert stats.prompt.total == 16 and stats.prompt.image == 6 and stats.prompt.text == 10
+        assert stats.output_tokens == 6
+        assert stats.ttft_s == pytest.approx(0.25)  # vLLM's first_token_latency
+        assert stats.tokens_per_s == pytest.approx((6 - 1) / 1.0)  # engine timestamps 10.0 -> 11.0
+        assert stats.mtp["num_draft_tokens"] == 2 and stats.mtp["draft_acceptance_rate"] == 0.5
+        assert deltas[0].stats.mtp is None
+
+    asyncio.run(main())
+
+
+def test_lifecycle_status_capacity_and_shutdown():
+    async def main():
+        double = ScriptedAsyncLLM(["x"], max_num_seqs=7)
+        builds = []
+        engine = InProcessEngine(_Args(), engine_factory=lambda a: builds.append(a) or double)
+        assert engine.status.state == "idle"
+        with pytest.raises(EngineUnavailable):
+            await _collect(engine, _turn())
+        await asyncio.gather(engine.start(), engine.start(), engine.start())
+        assert len(builds) == 1 and engine.status.state == "ready"
+        assert engine.capacity == 7 and engine.max_model_len == 32768
+        await engine.shutdown()
+        assert double.shutdown_called and engine.status.state == "stopped"
+
+    asyncio.run(main())
+
+
+def test_failed_start_is_reported():
+    async def main():
+        def boom(args):
+            raise RuntimeError("no GPU")
+
+        engine = InProcessEngine(_Args(), engine_factory=boom)
+        with pytest.raises(EngineUnavailable, match="no GPU"):
+            await engine.start()
+        assert engine.status.state == "failed" and "no GPU" in engine.status.message
+
+    asyncio.run(main())
+
+
+def test_cache_warning():
+    class Cached(_Args):
+        mm_processor_cache_gb = 4
+
+    engine = InProcessEngine(Cached(), engine_factory=lambda a: None)
+    assert engine.warnings == [MM_CACHE_WARNING]

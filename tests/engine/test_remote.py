@@ -1,0 +1,135 @@
+"""RemoteEngine against a tiny OpenAI-style SSE server on 127.0.0.1 (aiohttp, tests only)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+
+from dots3_demo.engine import TurnRequest
+from dots3_demo.engine.remote import RemoteEngine
+from dots3_demo.tools import EXAMPLE_TOOLS
+from tests.engine.media import png_bytes
+
+
+def _chunk(delta=None, finish=None, usage=None):
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+class Server:
+    def __init__(self, chunks, hold_after=None):
+        self.chunks, self.hold_after = chunks, hold_after
+        self.requests, self.disconnected = [], asyncio.Event()
+
+    async def models(self, request):
+        return web.json_response({"object": "list", "data": [{"id": "dots3", "object": "model", "created": 0,
+                                                              "owned_by": "x", "max_model_len": 4096}]})
+
+    async def chat(self, request):
+        self.requests.append(({k.lower(): v for k, v in request.headers.items()}, await request.json()))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            for i, chunk in enumerate(self.chunks):
+                await response.write(chunk)
+                if self.hold_after is not None and i == self.hold_after:
+                    for _ in range(200):  # keep-alive comments until the client goes away
+                        await asyncio.sleep(0.05)
+                        await response.write(b": keep-alive\n\n")
+            await response.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnected.set()
+            raise
+        return response
+
+
+async def _serve(server):
+    app = web.Application()
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_post("/v1/chat/completions", server.chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    return runner, f"http://127.0.0.1:{port}/v1"
+
+
+def test_stream_with_reasoning_tool_calls_and_usage(tmp_path):
+    chunks = [
+        _chunk({"role": "assistant", "content": "<think>hmm"}),
+        _chunk({"content": "</think>Let me look."}),
+        _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                "function": {"name": "search", "arguments": ""}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{\"query\": \"q\"}"}}]}),
+        _chunk({}, finish="tool_calls"),
+        _chunk(usage={"prompt_tokens": 42, "completion_tokens": 9, "total_tokens": 51}),
+    ]
+
+    async def main():
+        server = Server(chunks)
+        runner, url = await _serve(server)
+        try:
+            engine = RemoteEngine(url)
+            await engine.start()
+            assert engine.model == "dots3" and engine.max_model_len == 4096
+            image = tmp_path / "x.png"
+            image.write_bytes(png_bytes())
+            turn = TurnRequest(session_id="r", tools=EXAMPLE_TOOLS, messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": str(image)}}, {"type": "text", "text": "hi"}]}])
+            deltas = [d async for d in engine.stream_turn(turn)]
+            await engine.shutdown()
+        finally:
+            await runner.cleanup()
+        assert "".join(d.reasoning for d in deltas) == "hmm"
+        assert "".join(d.text for d in deltas) == "Let me look."
+        final = deltas[-1]
+        assert final.finished and final.finish_reason == "tool_calls"
+        assert final.tool_calls == [{"id": "call_1", "name": "search", "arguments": "{\"query\": \"q\"}",
+                                     "status": "complete", "index": 0}]
+        assert final.stats.prompt.total == 42 and final.stats.output_tokens == 9
+        headers, body = server.requests[0]
+        assert headers["x-request-id"] == turn.request_id
+        assert body["tools"] == EXAMPLE_TOOLS and body["stream"] is True
+        url_sent = body["messages"][0]["content"][0]["image_url"]["url"]
+        assert url_sent.startswith("data:image/png;base64,")
+        assert body["mm_processor_kwargs"]["max_new_tokens"] == turn.sampling.max_tokens
+
+    asyncio.run(main())
+
+
+def test_abort_closes_the_stream():
+    async def main():
+        server = Server([_chunk({"content": "a"}), _chunk({"content": "b"})], hold_after=0)
+        runner, url = await _serve(server)
+        try:
+            engine = RemoteEngine(url)
+            await engine.start()
+            stream = engine.stream_turn(TurnRequest(session_id="r", messages=[{"role": "user", "content": "x"}]))
+            first = await stream.__anext__()
+            assert first.text == "a"
+            await stream.aclose()
+            await asyncio.wait_for(server.disconnected.wait(), 10)
+            await engine.shutdown()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_unreachable_endpoint_fails_cleanly():
+    from dots3_demo.engine import EngineUnavailable
+
+    async def main():
+        engine = RemoteEngine("http://127.0.0.1:9/v1", timeout=2.0)
+        with pytest.raises(EngineUnavailable):
+            await engine.start()
+        assert engine.status.state == "failed"
+
+    asyncio.run(main())
