@@ -4,6 +4,8 @@ Run commands::
 
     pip install -r requirements.txt && python app.py        # serves http://127.0.0.1:7860
     python app.py --model /path/to/Dots3-NOTE               # inspect with a checkpoint's geometry
+    python app.py --model /path/to/Dots3-NOTE --engine inprocess --tensor-parallel-size 8
+    python app.py --model /path/to/profile --endpoint http://gpu-host:8000/v1
     python app.py inspect clip.mp4 photo.png --json          # what the model sees, as JSON
     python app.py --help
 
@@ -22,24 +24,26 @@ from dots3_demo.inspection.video import DEFAULT_SEQ
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Flags of the web app (``python app.py inspect …`` has its own, see ``--help`` there)."""
-    parser = argparse.ArgumentParser(
+    """Flags of the web app plus every vLLM engine flag (``python app.py inspect`` has its own)."""
+    from dots3_demo.engine.cli import add_engine_cli_args, new_parser
+
+    parser = new_parser(
         prog="app.py",
         description="Dots3 NOTE Studio: a browser demo for vLLM's dots3_note omni model. "
-        "Sub-command: `python app.py inspect FILE... --json` prints what the model sees.",
+        "Sub-command: `python app.py inspect FILE... --json` prints what the model sees. "
+        "--model names a checkpoint or a config-only profile folder (default: the bundled "
+        "preview profile); the engine runs only with --engine inprocess or --endpoint URL.",
     )
-    parser.add_argument(
-        "--model", default=None, metavar="DIR",
-        help="checkpoint or config-only folder (config.json, preprocessor_config.json, "
-        "tokenizer files); default: the bundled preview profile",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
-    parser.add_argument(
+    studio = parser.add_argument_group("Dots3 NOTE Studio")
+    studio.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    studio.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
+    studio.add_argument(
         "--seq", type=int, default=None,
         help=f"default video budget in the UI (default: the engine's max_model_len, else {DEFAULT_SEQ})",
     )
-    return parser.parse_args(argv)
+    add_engine_cli_args(parser)
+    parser.set_defaults(model=None)  # vLLM's own default names a hub model; ours is the preview profile
+    return parser.parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return main_inspect(argv[1:])
     args = parse_args(argv)
+    from dots3_demo.engine.cli import build_engine
     from dots3_demo.profiles import ProfileError, load_profile
     from dots3_demo.ui import launch_app
 
@@ -58,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    launch_app(profile, engine=None, host=args.host, port=args.port, seq=args.seq or DEFAULT_SEQ)
+    engine = build_engine(args)
+    seq = args.seq or getattr(args, "max_model_len", None) or DEFAULT_SEQ
+    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq)
     return 0
 
 
