@@ -16,6 +16,7 @@ from dots3_demo.inspection import (
     report_to_json,
 )
 from dots3_demo.inspection.video import DEFAULT_SEQ
+from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import ProfileError, load_profile
 
 
@@ -95,7 +96,8 @@ def run_inspect(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             item = {"file": str(path), "error": str(exc)}
             failed = True
         except Exception as exc:  # noqa: BLE001 - never a traceback for the user
-            item = {"file": str(path), "error": f"unexpected {type(exc).__name__}: {exc}"}
+            detail = one_line(exc) or type(exc).__name__
+            item = {"file": str(path), "error": f"could not inspect this file ({detail})"}
             failed = True
         print(json.dumps(item) if args.json else _summary(item), file=out, flush=True)
     return 2 if failed else 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dots3_demo.inspection.errors import InspectionError
+from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, probe_file, require_kind
 from dots3_demo.profiles import Profile
 
@@ -59,7 +59,9 @@ def load_audio_as_vllm(path: Path, profile: Profile) -> tuple[np.ndarray, int, i
     try:
         audio, sample_rate = AudioMediaIO().load_file(path)
     except Exception as exc:  # noqa: BLE001 - vLLM raises many kinds here
-        raise InspectionError(f"cannot decode the audio: {exc}") from exc
+        raise InspectionError(
+            f"cannot decode the audio ({one_line(exc) or 'no decoder could read it'})"
+        ) from exc
     audio = np.asarray(audio)
     channels = 1 if audio.ndim == 1 else int(min(audio.shape))  # vLLM's loader may already mix down
     if audio.size == 0:

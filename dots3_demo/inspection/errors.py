@@ -3,3 +3,10 @@
 
 class InspectionError(ValueError):
     """A file or setting that cannot be inspected; ``str(err)`` is a one-line reason."""
+
+
+def one_line(text: object, limit: int = 200) -> str:
+    """The first non-empty line of ``text``, shortened to ``limit`` characters."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
 
-from dots3_demo.inspection.errors import InspectionError
+from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, probe_file, require_kind
 from dots3_demo.profiles import Profile
 
@@ -47,7 +48,8 @@ def load_image_as_vllm(data: bytes) -> Image.Image:
     try:
         return ImageMediaIO(image_mode="RGB").load_bytes(data).media
     except ValueError as exc:
-        raise InspectionError(str(exc).replace("Failed to load image: ", "cannot decode image: ")) from exc
+        text = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-f]+>", "", one_line(exc))
+        raise InspectionError(text.replace("Failed to load image: ", "cannot decode image: ")) from exc
 
 
 def _mode_notes(probe: MediaProbe) -> list[str]:

@@ -25,6 +25,10 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".we
 
 DEFAULT_MAX_IMAGE_PIXELS = 178_956_970  # PIL's own hard limit (2 x MAX_IMAGE_PIXELS)
 
+# Formats PIL can identify but not decode: an MPEG-1 video elementary stream is "MPEG" to PIL.
+# Leave those to FFmpeg instead of calling them images.
+_PIL_IDENTIFY_ONLY = {"MPEG"}
+
 
 @dataclass
 class MediaProbe:
@@ -68,6 +72,8 @@ def _probe_image(path: Path, size: int, max_image_pixels: int) -> MediaProbe | N
             Image.MAX_IMAGE_PIXELS = None  # we apply our own limit below, with a clear message
             try:
                 with Image.open(path) as image:
+                    if image.format in _PIL_IDENTIFY_ONLY:
+                        return None
                     probe = MediaProbe(
                         path=path,
                         kind="image",

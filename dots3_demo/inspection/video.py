@@ -5,7 +5,7 @@ vLLM's function on the raw bytes (the path the engine takes with ``mm_processor_
 Sizes and grids come from vLLM's image processor, prompt tokens from vLLM's tokenizer. Around
 that we *explain* the result — solver inputs, why the audio was kept or dropped, the cost curve —
 using vLLM's own helpers (``_solve_degrade``, ``_audio_tokens``, ``_compute_target_size`` …);
-``tests/test_video_parity.py`` pins every explanation to what vLLM actually produced, and the
+``tests/inspection/test_video_parity.py`` / ``test_solver_parity.py`` pins every explanation to what vLLM actually produced, and the
 report says so when the two disagree instead of showing a wrong number.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from dots3_demo import vllm_compat
-from dots3_demo.inspection.errors import InspectionError
+from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, require_kind
 from dots3_demo.profiles import Profile
 
@@ -218,7 +218,8 @@ class VideoReport:
     @property
     def complete(self) -> bool:
         """False when the file's sound track exists but could not be decoded."""
-        return not (self.audio.in_file and not self.audio.decoded and self.settings.audio_cap > 0)
+        # solver.audio_cap is the cap vLLM applied (0 when the profile has no audio tower)
+        return not (self.audio.in_file and not self.audio.decoded and self.solver.audio_cap > 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -267,7 +268,7 @@ def solver_curve(
 ) -> dict[str, np.ndarray]:
     """The solver's usage at each quality scale, from vLLM's own constants and helpers.
 
-    vLLM's ``_solve_degrade`` bisects this curve internally; ``tests/test_video_parity.py``
+    vLLM's ``_solve_degrade`` bisects this curve internally; ``tests/inspection/test_video_parity.py`` / ``test_solver_parity.py``
     checks that bisecting it here lands on vLLM's answer for many shapes and budgets.
     """
     v = vllm_compat.video_module()
@@ -323,7 +324,8 @@ def _audio_decision(
     if pcm is None:
         decision.reason = (
             "the sound track could not be decoded by torchcodec — vLLM drops it silently, so "
-            "the model would get frames only (check the FFmpeg libraries)"
+            "the model would get frames only (is the file truncated, or are the FFmpeg "
+            "libraries missing?)"
         )
         return decision
     decision.decoded = True
@@ -395,9 +397,10 @@ def inspect_video_bytes(
     except InspectionError:
         raise
     except Exception as exc:  # noqa: BLE001 - vLLM/torchcodec raise KeyError, RuntimeError …
+        detail = one_line(exc) if isinstance(exc, (ValueError, RuntimeError, OSError)) else ""
         raise InspectionError(
-            f"vLLM could not decode this video ({type(exc).__name__}: {str(exc)[:200]}); "
-            "the file may be truncated or use a codec FFmpeg cannot read"
+            "vLLM's video decoder (torchcodec) could not read this video; the file may be "
+            "truncated or use a codec FFmpeg cannot decode" + (f" ({detail})" if detail else "")
         ) from exc
 
     report(0.7, "measuring frames and audio segments")
@@ -493,7 +496,14 @@ def inspect_video_bytes(
         chosen_scale=_chosen_scale(duration, orig_h, orig_w, orig_fps, seq_length, visual_budget),
     )
     notes = list(probe.notes)
-    if len(frames) != solver.planned_frames:
+    last_planned = v._format_timestamp(round((total_frames - 1) / orig_fps, 3))
+    if len(frames) != solver.planned_frames and frames[-1].timestamp != last_planned:
+        notes.append(
+            f"the solver planned {solver.planned_frames} frames up to {last_planned}, but frames "
+            f"after {frames[-1].timestamp} could not be decoded (truncated or damaged file?); "
+            f"vLLM keeps the {len(frames)} before"
+        )
+    elif len(frames) != solver.planned_frames:
         notes.append(
             f"the solver planned {solver.planned_frames} frames; {len(frames)} distinct frames were "
             "decoded (frame indices that round to the same frame are merged)"
