@@ -311,7 +311,14 @@ def _chosen_scale(duration, orig_h, orig_w, orig_fps, seq_length, visual_budget)
 def _audio_decision(
     data: bytes, probe: MediaProbe, settings: VideoSettings, seq_length: int, audio_cap: float,
     sample_rate: int, audio_kept: bool, audio_off_reason: str | None,
+    decoded_samples: int | None = None,
 ) -> AudioDecision:
+    """Why the sound track was kept or dropped, from vLLM's own token arithmetic.
+
+    ``decoded_samples`` is the length of the track vLLM decoded, when the interleaved segments
+    tell it (they tile the whole track when the last prompt part is audio); otherwise the
+    track is decoded once more with vLLM's ``_decode_audio`` to explain a drop.
+    """
     v = vllm_compat.video_module()
     decision = AudioDecision(in_file=probe.has_audio, kept=audio_kept, reason="")
     if audio_off_reason:
@@ -320,7 +327,10 @@ def _audio_decision(
     if not probe.has_audio:
         decision.reason = "the file has no sound track"
         return decision
-    pcm, duration = v._decode_audio(data, sample_rate)
+    if decoded_samples is not None:
+        pcm, duration = True, decoded_samples / sample_rate
+    else:
+        pcm, duration = v._decode_audio(data, sample_rate)
     if pcm is None:
         decision.reason = (
             "the sound track could not be decoded by torchcodec — vLLM drops it silently, so "
@@ -433,7 +443,7 @@ def inspect_video_bytes(
                     image=image,
                 )
             )
-            fragments.append(f"{pm.IMAGE_START}{pm.IMAGE_PAD * tokens}{pm.IMAGE_END}")
+            fragments.append(f"{pm.IMAGE_START}{pm.IMAGE_END}")  # pads added back below
             order.append("frame")
             groups[-1].frames.append(len(frames) - 1)
         else:
@@ -443,7 +453,7 @@ def inspect_video_bytes(
                 AudioSegment(len(segments), next_sample, next_sample + waveform.size, tokens, waveform)
             )
             next_sample += waveform.size
-            fragments.append(f"{pm.AUDIO_START}{pm.AUDIO_PAD * tokens}{pm.AUDIO_END}")
+            fragments.append(f"{pm.AUDIO_START}{pm.AUDIO_END}")  # pads added back below
             order.append("audio")
             groups[-1].audio = len(segments) - 1
             groups.append(InterleaveGroup(frames=[], audio=None))
@@ -451,12 +461,19 @@ def inspect_video_bytes(
         groups.pop()
     if not frames:
         raise InspectionError("vLLM's video preprocessing produced no frames from this file")
-    prompt_tokens = len(processor._token_ids("".join(fragments)))
+    # Pad tokens are special (atomic) tokens, so the expanded span is the text and markers
+    # plus one token per pad; tokenizing 10^4 repeated pads would only cost time. The parity
+    # tests pin this against vLLM's ``video_prompt_lengths``.
+    image_pad_tokens = sum(f.tokens for f in frames)
+    audio_pad_tokens = sum(s.tokens for s in segments)
+    prompt_tokens = len(processor._token_ids("".join(fragments))) + image_pad_tokens + audio_pad_tokens
 
     report(0.8, "explaining the budget")
     seq_length = settings.seq - settings.effective_reserve
+    tiles_track = bool(order) and order[-1] == "audio"
     decision = _audio_decision(
-        data, probe, settings, seq_length, audio_cap, sample_rate, bool(segments), audio_off_reason
+        data, probe, settings, seq_length, audio_cap, sample_rate, bool(segments), audio_off_reason,
+        decoded_samples=next_sample if tiles_track else None,
     )
     reserved_audio = decision.reserved_tokens if decision.kept else 0
     overhead = (
@@ -530,8 +547,8 @@ def inspect_video_bytes(
         order=order,
         groups=groups,
         audio=decision,
-        image_pad_tokens=sum(f.tokens for f in frames),
-        audio_pad_tokens=sum(s.tokens for s in segments),
+        image_pad_tokens=image_pad_tokens,
+        audio_pad_tokens=audio_pad_tokens,
         prompt_tokens=prompt_tokens,
         sample_rate=sample_rate,
         notes=notes,
