@@ -1,0 +1,256 @@
+"""The Gradio 6 Blocks app: layout and wiring only; the work is in ``handlers`` (plain functions).
+
+Callbacks here are module-level functions bound to the profile/engine with ``functools.partial``;
+they translate an ``Outcome`` into component updates (``gr.skip()`` for outputs it leaves alone)
+and raise the ``gr.Warning`` toast for errors. No globals, no model loading at import.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import gradio as gr
+
+from dots3_demo.inspection.video import K_MODES
+from dots3_demo.profiles import Profile
+from dots3_demo.ui import handlers, style, views
+from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
+
+TITLE = "Dots3 NOTE Studio"
+MAX_FILE_SIZE = "500mb"
+# One inspection at a time, app-wide. Besides CPU-bound decoding gaining nothing from overlap on small
+# hosts, this is what keeps a session's gr.State consistent: every event reads the state when it starts
+# and writes it when it ends, so two events of one session running at once (a video still decoding
+# while images are dropped in) would lose one of the two updates.
+INSPECT_CONCURRENCY = 1
+
+
+# ---------------------------------------------------------------- outcome → outputs
+def _value_for(key: str, value: Any) -> Any:
+    if key == "segment_pick":
+        return gr.Dropdown(choices=value["choices"], value=value["value"])
+    return value
+
+
+def _emit(outcome: Outcome) -> tuple[Any, ...]:
+    """``(state, status, *VIEW_KEYS)`` for an event wired with ``_outputs``."""
+    if outcome.error:
+        gr.Warning(outcome.error, duration=8)
+    updates = [
+        _value_for(key, outcome.views[key]) if key in outcome.views else gr.skip() for key in VIEW_KEYS
+    ]
+    return (outcome.state, outcome.status if outcome.status else gr.skip(), *updates)
+
+
+def _progress_adapter(progress: gr.Progress):
+    def report(fraction: float, text: str) -> None:
+        progress(fraction, desc=text)
+
+    return report
+
+
+# ---------------------------------------------------------------- callbacks (bound with partial)
+def on_video(profile: Profile, state: StudioState, path: str | None, seq, auto, reserve, max_new, cap, k_mode,
+             progress=gr.Progress()):
+    settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
+    return _emit(handlers.load_video(profile, state, path, settings, _progress_adapter(progress)))
+
+
+def on_settings(profile: Profile, state: StudioState, seq, auto, reserve, max_new, cap, k_mode,
+                progress=gr.Progress()):
+    settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
+    return _emit(handlers.resolve(profile, state, settings, _progress_adapter(progress)))
+
+
+def on_images(profile: Profile, state: StudioState, paths):
+    return _emit(handlers.load_images(profile, state, paths))
+
+
+def on_audio_file(profile: Profile, state: StudioState, path):
+    return _emit(handlers.load_audio(profile, state, path, "file"))
+
+
+def on_audio_mic(profile: Profile, state: StudioState, path):
+    return _emit(handlers.load_audio(profile, state, path, "microphone"))
+
+
+def on_segment(state: StudioState, index):
+    return handlers.segment_audio(state, index)
+
+
+def on_group_select(state: StudioState, evt: gr.SelectData):
+    """A row of the groups table was clicked: pick that group's audio segment."""
+    report = state.video
+    if report is None or evt.index is None:
+        return gr.skip()
+    row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+    try:
+        audio = report.groups[int(row)].audio
+    except (IndexError, ValueError, TypeError):
+        return gr.skip()
+    return gr.skip() if audio is None else audio
+
+
+def on_reserve_auto(auto: bool):
+    return gr.Slider(interactive=not auto)
+
+
+async def on_chat(engine: Any, profile: Profile, state: StudioState, message: str, history: list):
+    async for updated in handlers.chat_reply(engine, profile, state, message, history):
+        yield updated, ""
+
+
+# ---------------------------------------------------------------- layout
+def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blocks:
+    """Lay out the studio and wire its events. ``seq`` is the budget slider's default
+    (the engine's ``max_model_len`` once one is attached)."""
+    seq = int(seq)
+    state0 = handlers.initial_state(seq)
+    initial = handlers.all_views(profile, state0)
+    chat_on = handlers.chat_enabled(engine)
+
+    with gr.Blocks(title=TITLE, fill_width=True) as demo:
+        state = gr.State(state0)
+        gr.HTML(views.header_html(profile, handlers.engine_status(engine)), elem_id="d3-header", padding=False)
+        with gr.Row(equal_height=False):
+            # ------------------------------------------------ inputs
+            with gr.Column(scale=4, min_width=300):
+                video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=210,
+                                 elem_id="video-input")
+                images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"],
+                                 elem_id="images-input")
+                with gr.Tabs(elem_id="audio-tabs"):
+                    with gr.Tab("Audio file", id="audio-file-tab", elem_id="audio-file-tab"):
+                        audio_file = gr.Audio(sources=["upload"], type="filepath", show_label=False,
+                                              elem_id="audio-input")
+                    with gr.Tab("Microphone", id="audio-mic-tab", elem_id="audio-mic-tab"):
+                        audio_mic = gr.Audio(sources=["microphone"], type="filepath", show_label=False,
+                                             elem_id="audio-mic")
+                status = gr.Markdown("Upload media to see what the model sees.", elem_id="status")
+                summary = gr.HTML(initial["summary"], elem_id="summary")
+            # ------------------------------------------------ what the model sees
+            with gr.Column(scale=11, min_width=560):
+                with gr.Tabs(elem_id="views"):
+                    with gr.Tab("Frames", id="frames", elem_id="tab-frames"):
+                        frames_info = gr.Markdown(initial["frames_info"], elem_id="frames-info")
+                        frames_gallery = gr.Gallery(
+                            value=initial["frames_gallery"], label="Sampled frames (as the vision tower gets them)",
+                            columns=4, height=500, object_fit="contain", allow_preview=True,
+                            elem_id="frames-gallery",
+                        )
+                    with gr.Tab("Budget", id="budget", elem_id="tab-budget"):
+                        with gr.Row():
+                            seq_slider = gr.Slider(handlers.SEQ_MIN, max(handlers.SEQ_MAX, seq), value=seq,
+                                                   step=handlers.SEQ_STEP, label="seq (context budget)",
+                                                   elem_id="seq-slider", scale=3)
+                            max_new = gr.Slider(0, handlers.MAX_NEW_TOKENS_MAX, value=0, step=64,
+                                                label="max new tokens", elem_id="max-new-slider", scale=2)
+                            k_mode = gr.Dropdown(list(K_MODES), value=K_MODES[0], label="k_mode (grouping)",
+                                                 elem_id="k-mode", scale=1, min_width=120)
+                        with gr.Row():
+                            reserve = gr.Slider(0, max(handlers.SEQ_MAX, seq), value=initial["reserve"],
+                                                step=64, label="output reserve", interactive=False,
+                                                elem_id="reserve-slider", scale=3)
+                            reserve_auto = gr.Checkbox(True, label="auto reserve (seq ÷ 4)",
+                                                       elem_id="reserve-auto", scale=1, min_width=120)
+                            audio_cap = gr.Slider(0, 1, value=1.0, step=0.05, label="audio cap (share of input)",
+                                                  elem_id="audio-cap-slider", scale=2)
+                        budget_plot = gr.Plot(initial["budget_plot"], show_label=False, format="png",
+                                              elem_id="budget-plot", elem_classes=["d3-plot"])
+                        with gr.Row():
+                            cost_plot = gr.Plot(initial["cost_plot"], show_label=False, format="png",
+                                                elem_id="cost-plot", elem_classes=["d3-plot"])
+                            fps_plot = gr.Plot(initial["fps_plot"], show_label=False, format="png",
+                                               elem_id="fps-plot", elem_classes=["d3-plot"])
+                        with gr.Accordion("Solver inputs and outputs", open=False, elem_id="solver-accordion"):
+                            solver_md = gr.Markdown(initial["solver_md"], elem_id="solver-md")
+                    with gr.Tab("Interleave", id="interleave", elem_id="tab-interleave"):
+                        timeline_plot = gr.Plot(initial["timeline_plot"], show_label=False, format="png",
+                                                elem_id="timeline-plot", elem_classes=["d3-plot"])
+                        stream = gr.HTML(initial["stream_html"], elem_id="stream-html")
+                        with gr.Row(equal_height=False):
+                            groups_df = gr.Dataframe(
+                                value=initial["groups_df"], headers=views.GROUP_COLUMNS, interactive=False,
+                                label="Groups (click a row to hear its audio)", max_height=260,
+                                elem_id="groups-df", scale=3,
+                            )
+                            with gr.Column(scale=2, min_width=260):
+                                segment_pick = gr.Dropdown(choices=[], value=None, label="Audio segment",
+                                                           elem_id="segment-pick")
+                                segment_audio = gr.Audio(label="What the model hears (16 kHz mono)",
+                                                         interactive=False, elem_id="segment-audio")
+                    with gr.Tab("Image grid", id="images", elem_id="tab-images"):
+                        grid_info = gr.Markdown(initial["grid_info"], elem_id="grid-info")
+                        grid_gallery = gr.Gallery(
+                            value=initial["grid_gallery"], label="Patch and token grids", columns=3,
+                            height=440, object_fit="contain", elem_id="grid-gallery",
+                        )
+                    with gr.Tab("Audio mel", id="mel", elem_id="tab-mel"):
+                        mel_plot = gr.Plot(initial["mel_plot"], show_label=False, format="png",
+                                           elem_id="mel-plot", elem_classes=["d3-plot"])
+                        with gr.Row(equal_height=False):
+                            mel_info = gr.Markdown(initial["mel_info"], elem_id="mel-info")
+                            heard_audio = gr.Audio(label="What the model hears (16 kHz mono)",
+                                                   interactive=False, elem_id="heard-audio")
+        # ---------------------------------------------------- chat
+        with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
+            chatbot = gr.Chatbot(handlers.chat_welcome(engine), show_label=False, height=300,
+                                 elem_id="chatbot")
+            with gr.Row():
+                chat_box = gr.Textbox(
+                    show_label=False, scale=8, interactive=chat_on, elem_id="chat-input",
+                    placeholder="Ask about the uploads…" if chat_on else "Attach an engine to chat (see above)",
+                )
+                send = gr.Button("Send", variant="primary", scale=1, min_width=90, interactive=chat_on,
+                                 elem_id="chat-send")
+
+        # ---------------------------------------------------- wiring
+        components = {
+            "summary": summary, "budget_plot": budget_plot, "reserve": reserve,
+            "frames_info": frames_info, "frames_gallery": frames_gallery,
+            "cost_plot": cost_plot, "fps_plot": fps_plot, "solver_md": solver_md,
+            "timeline_plot": timeline_plot, "stream_html": stream, "groups_df": groups_df,
+            "segment_pick": segment_pick, "segment_audio": segment_audio,
+            "grid_info": grid_info, "grid_gallery": grid_gallery,
+            "mel_plot": mel_plot, "mel_info": mel_info, "heard_audio": heard_audio,
+        }
+        outputs = [state, status, *(components[key] for key in VIEW_KEYS)]
+        controls = [seq_slider, reserve_auto, reserve, max_new, audio_cap, k_mode]
+        common = dict(outputs=outputs, concurrency_limit=INSPECT_CONCURRENCY, concurrency_id="inspect")
+
+        video.change(partial(on_video, profile), [state, video, *controls], api_name="inspect_video",
+                     show_progress="full", **common)
+        for trigger, name in ((seq_slider.release, "set_seq"), (max_new.release, "set_max_new_tokens"),
+                              (reserve.release, "set_reserve"), (audio_cap.release, "set_audio_cap"),
+                              (k_mode.input, "set_k_mode"), (reserve_auto.input, "set_reserve_auto")):
+            trigger(partial(on_settings, profile), [state, *controls], api_name=name,
+                    show_progress="minimal", **common)
+        reserve_auto.change(on_reserve_auto, reserve_auto, reserve, api_name="reserve_auto_toggle",
+                            api_visibility="private", queue=False)
+        images.change(partial(on_images, profile), [state, images], api_name="inspect_images", **common)
+        audio_file.change(partial(on_audio_file, profile), [state, audio_file], api_name="inspect_audio", **common)
+        audio_mic.change(partial(on_audio_mic, profile), [state, audio_mic], api_name="inspect_recording",
+                         **common)
+        segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
+        groups_df.select(on_group_select, state, segment_pick, api_name="group_select", api_visibility="private")
+        chat_fn = partial(on_chat, engine, profile)
+        chat_io = dict(inputs=[state, chat_box, chatbot], outputs=[chatbot, chat_box], concurrency_limit=None)
+        send.click(chat_fn, api_name="chat", **chat_io)
+        chat_box.submit(chat_fn, api_name="chat_submit", api_visibility="private", **chat_io)
+    return demo
+
+
+def launch_options() -> dict[str, Any]:
+    """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
+    return {"theme": style.theme(), "css": style.CSS, "max_file_size": MAX_FILE_SIZE}
+
+
+def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1", port: int | None = 7860,
+               seq: int, **launch_kwargs: Any):
+    """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed)."""
+    demo = build_interface(profile, engine, seq=seq)
+    demo.queue(max_size=32)
+    options = {**launch_options(), "server_name": host, "server_port": port, **launch_kwargs}
+    result = demo.launch(**options)
+    return demo if launch_kwargs.get("prevent_thread_lock") else result

@@ -1,0 +1,98 @@
+"""Theme and CSS (passed to ``launch()``, as Gradio 6 wants)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+SYSTEM_FONTS = ("Inter", "ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif")
+MONO_FONTS = ("ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace")
+
+
+def theme() -> gr.themes.Base:
+    return gr.themes.Soft(
+        primary_hue="indigo",
+        secondary_hue="blue",
+        neutral_hue="slate",
+        radius_size="md",
+        spacing_size="sm",
+        text_size="sm",
+        font=SYSTEM_FONTS,
+        font_mono=MONO_FONTS,
+    ).set(
+        block_padding="10px",
+        layout_gap="10px",
+    )
+
+
+CSS = """
+.gradio-container { max-width: 1560px !important; }
+#d3-header { padding: 0; }
+.d3-header { padding: 14px 18px; border-radius: 12px;
+  background: linear-gradient(120deg, rgba(79,70,229,.16), rgba(59,130,246,.10) 45%, rgba(245,158,11,.10));
+  border: 1px solid var(--border-color-primary); }
+.d3-title { font-size: 1.55rem; font-weight: 750; letter-spacing: -.01em; color: var(--body-text-color); }
+.d3-logo { font-size: .9rem; letter-spacing: -.12em; margin-right: .35em; vertical-align: .15em;
+  background: linear-gradient(90deg,#3b82f6,#10b981,#f59e0b); -webkit-background-clip: text; color: transparent; }
+.d3-sub { margin-top: 2px; color: var(--body-text-color-subdued); font-size: .92rem; }
+.d3-badges { margin-top: 8px; display: flex; flex-wrap: wrap; gap: 6px; }
+.d3-badge { display: inline-block; padding: 2px 10px; border-radius: 999px; font-size: .78rem; font-weight: 600;
+  border: 1px solid var(--border-color-primary); background: var(--background-fill-primary);
+  color: var(--body-text-color); max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.d3-preview { border-color: #f59e0b; color: #b45309; background: rgba(245,158,11,.12); }
+.dark .d3-preview { color: #fbbf24; }
+.d3-exact { border-color: #10b981; color: #047857; background: rgba(16,185,129,.12); }
+.dark .d3-exact { color: #34d399; }
+.d3-engine { color: var(--body-text-color-subdued); font-weight: 500; }
+
+#status { min-height: 1.6em; font-size: .88rem; }
+#status p { margin: 0; }
+
+.d3-summary { font-size: .86rem; }
+.d3-summary.d3-empty { color: var(--body-text-color-subdued); padding: 6px 2px; }
+.d3-table { width: 100%; border-collapse: collapse; }
+.d3-table th { text-align: left; font-weight: 600; color: var(--body-text-color-subdued);
+  border-bottom: 1px solid var(--border-color-primary); padding: 3px 6px; font-size: .78rem; }
+.d3-table td { padding: 3px 6px; border-bottom: 1px solid var(--border-color-accent-subdued, rgba(127,127,127,.12)); }
+.d3-table .d3-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.d3-table .d3-detail { color: var(--body-text-color-subdued); font-size: .8rem; }
+.d3-table tr.d3-total td { font-weight: 700; border-top: 1px solid var(--border-color-primary); }
+.d3-table tr.d3-over td { color: #ef4444; }
+.d3-dot { display: inline-block; width: 9px; height: 9px; border-radius: 3px; margin-right: 7px; vertical-align: 0; }
+.d3-incomplete { margin: 0 0 8px; padding: 8px 10px; border-radius: 8px; border: 1px solid #ef4444;
+  background: rgba(239,68,68,.12); color: var(--body-text-color); font-size: .85rem; }
+.d3-audio-reason { margin: 0 0 8px; padding: 6px 10px; border-radius: 8px; font-size: .8rem;
+  border-left: 3px solid #f59e0b; background: rgba(245,158,11,.08); }
+.d3-audio-reason.d3-ok { border-left-color: #10b981; background: rgba(16,185,129,.08); }
+
+.d3-stream { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; padding: 4px 0; }
+.d3-chip { display: inline-block; padding: 2px 8px; border-radius: 6px; font-size: .76rem;
+  font-variant-numeric: tabular-nums; white-space: nowrap; border: 1px solid transparent; }
+.d3-chip-frame { background: rgba(59,130,246,.14); border-color: rgba(59,130,246,.45); }
+.d3-chip-audio { background: rgba(245,158,11,.18); border-color: rgba(245,158,11,.6); font-weight: 600; }
+.d3-chip-text { background: rgba(16,185,129,.14); border-color: rgba(16,185,129,.45); font-family: var(--font-mono); }
+.d3-sep { display: inline-block; width: 1px; height: 18px; background: var(--border-color-primary); margin: 0 4px; }
+.d3-legend { font-size: .76rem; color: var(--body-text-color-subdued); margin-top: 4px; }
+
+.d3-plot { min-height: 0 !important; }
+.d3-plot img { max-height: 340px; object-fit: contain; }
+#frames-gallery .caption-label, #grid-gallery .caption-label { max-width: 100% !important; left: 0; right: 0 !important;
+  bottom: 0 !important; white-space: normal !important; opacity: .92 !important; font-size: .72rem !important;
+  font-variant-numeric: tabular-nums; text-align: center !important; border-radius: 0 !important; border-left: 0 !important; }
+#summary .d3-table, #summary .d3-table th, #summary .d3-table td { border-left: 0 !important; border-right: 0 !important;
+  border-top: 0; background: transparent !important; }
+#summary .d3-table { border: 0 !important; margin: 0; }
+#summary .d3-table tr { border: 0 !important; background: transparent !important; }
+#summary .d3-table td:first-child { white-space: nowrap; }
+#grid-info table, #mel-info table, #solver-md table { font-size: .82rem; margin: 4px 0; }
+#grid-info td, #grid-info th, #mel-info td, #mel-info th, #solver-md td, #solver-md th { padding: 3px 10px !important; }
+#images-input .file-preview-holder, #images-input table { max-height: 150px; overflow-y: auto; }
+#frames-gallery:not(:has(img)), #grid-gallery:not(:has(img)) { display: none !important; }
+#frames-info ul { margin-top: 4px; }
+#frames-info li { margin: 2px 0; }
+#grid-info td, #grid-info th, #mel-info td, #mel-info th, #solver-md td, #solver-md th {
+  border-color: var(--border-color-primary) !important; }
+#grid-info table, #mel-info table, #solver-md table { border-color: var(--border-color-primary) !important; }
+.d3-table .d3-detail { white-space: nowrap; font-size: .74rem; }
+.d3-note { font-size: .8rem; color: var(--body-text-color-subdued); }
+#chat-help textarea { font-size: .85rem; }
+"""

@@ -1,0 +1,67 @@
+"""A live studio server and real Chromium (Debian's /usr/bin/chromium through playwright)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run",
+]
+SHOTS = Path("/tmp/shots")
+SEQ = 32768
+
+
+@pytest.fixture(scope="session")
+def studio_url(profile):
+    from dots3_demo.ui import launch_app
+
+    demo = launch_app(profile, None, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo.local_url.rstrip("/")
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip("Debian chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium, studio_url):
+    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    page.goto(studio_url)
+    page.wait_for_selector("#video-input input[type=file]", state="attached")
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def shots_dir() -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS
+
+
+@pytest.fixture(scope="session")
+def bad_video(media_dir: Path) -> Path:
+    path = media_dir / "not_a_video.mp4"
+    path.write_text("definitely not a video\n" * 50)
+    return path

@@ -1,0 +1,185 @@
+"""The UI's plain handler functions, called directly (no browser, no server)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from dots3_demo.inspection import VideoSettings, inspect_file
+from dots3_demo.ui import handlers
+from dots3_demo.ui.handlers import ENGINE_HELP, VIEW_KEYS
+
+
+@pytest.fixture(scope="module")
+def loaded(profile, clip_with_audio):
+    """State after uploading the 8 s clip with sound at the default budget."""
+    state = handlers.initial_state(32768)
+    outcome = handlers.load_video(profile, state, str(clip_with_audio), state.settings)
+    assert outcome.error is None, outcome.error
+    return outcome
+
+
+def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, loaded):
+    expected = inspect_file(clip_with_audio, profile, VideoSettings(seq=32768), expected="video")
+    gallery = loaded.views["frames_gallery"]
+    assert len(gallery) == len(expected.frames) == len(loaded.state.video.frames)
+    for (image, caption), frame in zip(gallery, expected.frames):
+        assert caption.startswith(frame.timestamp + " · ")
+        assert f"{frame.grid[1]}×{frame.grid[2]} grid" in caption
+        assert caption.endswith(f"{frame.tokens} tok")
+        assert image.size == frame.image.size
+    assert set(loaded.views) <= set(VIEW_KEYS)
+    for key in ("cost_plot", "fps_plot", "timeline_plot", "budget_plot"):
+        assert isinstance(loaded.views[key], Figure)
+    assert "✓" in loaded.status and "8 frames" in loaded.status or f"{len(expected.frames)} frames" in loaded.status
+    # the interleave view lists every audio segment and the groups
+    assert len(loaded.views["segment_pick"]["choices"]) == len(expected.audio_segments)
+    assert len(loaded.views["groups_df"]) == len(expected.groups)
+    assert "Sound track kept" in loaded.views["summary"]
+
+
+def test_preview_marks_approximate_numbers(profile, loaded):
+    assert profile.is_preview
+    assert "≈" in loaded.views["frames_gallery"][0][1]
+    assert "≈" in loaded.views["summary"]
+
+
+def test_seq_change_resolves(profile, loaded):
+    small = handlers.settings_from_controls(2048, True, 0, 0, 1.0, "eval_ek")
+    outcome = handlers.resolve(profile, loaded.state, small)
+    assert outcome.error is None, outcome.error
+    assert outcome.state.settings.seq == 2048
+    assert outcome.state.video.solver.seq == 2048
+    assert len(outcome.views["frames_gallery"]) < len(loaded.views["frames_gallery"])
+    assert outcome.views["reserve"] == 512  # auto reserve follows seq
+    assert "Re-solved for seq 2,048" in outcome.status
+    # the earlier state object is untouched (gr.State keeps what we return)
+    assert loaded.state.settings.seq == 32768
+
+
+def test_explicit_reserve_and_max_new_tokens(profile, loaded):
+    settings = handlers.settings_from_controls(8192, False, 1024, 3000, 1.0, "whole")
+    outcome = handlers.resolve(profile, loaded.state, settings)
+    assert outcome.error is None
+    assert outcome.state.video.solver.effective_reserve == 3000
+    assert outcome.state.video.solver.k_mode == "whole"
+
+
+def test_bad_video_keeps_prior_state(profile, loaded, text_as_video, empty_video):
+    for bad in (text_as_video, empty_video):
+        outcome = handlers.load_video(profile, loaded.state, str(bad), loaded.state.settings)
+        assert outcome.error and bad.name in outcome.error
+        assert bad.name in outcome.status and "⚠" in outcome.status
+        assert outcome.state is loaded.state  # frames, images, audio all kept
+        assert outcome.views == {}  # every other output is left alone
+
+
+def test_image_in_video_panel_is_refused(profile, loaded, photo):
+    outcome = handlers.load_video(profile, loaded.state, str(photo), loaded.state.settings)
+    assert outcome.error and outcome.state is loaded.state
+
+
+def test_invalid_settings_keep_prior_state(profile, loaded):
+    settings = handlers.settings_from_controls(4096, False, 4096, 0, 1.0, "eval_ek")
+    outcome = handlers.resolve(profile, loaded.state, settings)
+    assert outcome.error and "leaves no room" in outcome.error
+    assert outcome.state is loaded.state and outcome.views == {}
+
+
+def test_settings_without_video_update_budget_only(profile):
+    state = handlers.initial_state(16384)
+    outcome = handlers.resolve(profile, state, handlers.settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
+    assert outcome.error is None
+    assert set(outcome.views) == {"summary", "budget_plot", "reserve"}
+    assert outcome.state.settings.seq == 8192
+
+
+def test_images_good_and_bad(profile, loaded, photo, text_as_video):
+    outcome = handlers.load_images(profile, loaded.state, [str(photo), str(text_as_video)])
+    assert outcome.error and text_as_video.name in outcome.error  # the bad one is reported …
+    assert len(outcome.state.images) == 1  # … the good one is shown
+    assert len(outcome.views["grid_gallery"]) == 1
+    assert "34×46" in outcome.views["grid_gallery"][0][1]
+    assert outcome.state.video is loaded.state.video
+    only_bad = handlers.load_images(profile, outcome.state, [str(text_as_video)])
+    assert only_bad.error and only_bad.state is outcome.state and only_bad.views == {}
+
+
+def test_audio_and_mel(profile, loaded, tone, long_tone):
+    outcome = handlers.load_audio(profile, loaded.state, str(tone))
+    assert outcome.error is None
+    rate, samples = outcome.views["heard_audio"]
+    assert rate == 16000 and samples.dtype == np.int16 and len(samples) == 48000
+    assert isinstance(outcome.views["mel_plot"], Figure)
+    assert "audio clip" in outcome.views["summary"]
+    longer = handlers.load_audio(profile, outcome.state, str(long_tone), "microphone")
+    assert len(longer.state.audio.chunk_tokens) == 2
+    assert longer.state.audio_source == "microphone"
+    # clearing the file input while a recording is shown keeps the recording
+    kept = handlers.load_audio(profile, longer.state, None, "file")
+    assert kept.state.audio is longer.state.audio and kept.views == {}
+    cleared = handlers.load_audio(profile, longer.state, None, "microphone")
+    assert cleared.state.audio is None
+
+
+def test_bad_audio(profile, loaded, text_as_video):
+    outcome = handlers.load_audio(profile, loaded.state, str(text_as_video))
+    assert outcome.error and outcome.state is loaded.state
+
+
+def test_segment_audio(loaded):
+    report = loaded.state.video
+    for seg in report.audio_segments:
+        rate, samples = handlers.segment_audio(loaded.state, seg.index)
+        assert rate == report.sample_rate and len(samples) == seg.samples
+    assert handlers.segment_audio(loaded.state, 99) is None
+    assert handlers.segment_audio(handlers.initial_state(1024), 0) is None
+
+
+def test_clearing_video(profile, loaded):
+    outcome = handlers.load_video(profile, loaded.state, None, loaded.state.settings)
+    assert outcome.state.video is None and outcome.views["frames_gallery"] == []
+
+
+def test_initial_views_cover_every_output(profile):
+    views = handlers.all_views(profile, handlers.initial_state(32768))
+    assert set(views) == set(VIEW_KEYS)
+    assert "Nothing uploaded yet" in views["summary"]
+
+
+def test_chat_without_engine_explains_how_to_attach(profile):
+    async def collect():
+        return [h async for h in handlers.chat_reply(None, profile, handlers.initial_state(1024), "hi", [])]
+
+    (history,) = asyncio.run(collect())
+    assert history[0] == {"role": "user", "content": "hi"}
+    assert history[-1]["content"] == ENGINE_HELP
+    assert "--engine inprocess --tensor-parallel-size 8" in ENGINE_HELP
+    assert "--endpoint http://host:8000/v1" in ENGINE_HELP
+    assert "--tool-call-parser dots" in ENGINE_HELP
+    assert handlers.chat_welcome(None)[0]["content"] == ENGINE_HELP
+    assert handlers.engine_status(None) == "no engine attached — preview mode"
+
+
+def test_incomplete_video_is_flagged(profile, loaded):
+    """A sound track that exists but was not decoded: the summary must say frames-only."""
+    from dataclasses import replace
+
+    report = loaded.state.video
+    broken = replace(report, audio=replace(report.audio, decoded=False, kept=False, reason="not decoded"),
+                     audio_segments=[], audio_pad_tokens=0)
+    assert broken.complete is False
+    html = handlers.summary_views(profile, replace(loaded.state, video=broken))["summary"]
+    assert "INCOMPLETE" in html and "frames only" in html
+
+
+def test_files_path_types(profile, loaded, photo):
+    """Gradio may hand over a single path string or Path objects."""
+    outcome = handlers.load_images(profile, loaded.state, str(photo))
+    assert len(outcome.state.images) == 1
+    outcome = handlers.load_images(profile, loaded.state, [Path(photo)])
+    assert len(outcome.state.images) == 1

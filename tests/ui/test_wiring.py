@@ -1,0 +1,92 @@
+"""The Blocks layout and event wiring, checked in-process (no server)."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from dots3_demo.ui import build_interface, handlers
+from dots3_demo.ui.app import INSPECT_CONCURRENCY, on_settings, on_video
+
+SEQ = 12288
+
+
+@pytest.fixture(scope="module")
+def demo(profile):
+    return build_interface(profile, None, seq=SEQ)
+
+
+def _fn(demo, name):
+    return next(f for f in demo.fns.values() if f.api_name == name)
+
+
+def _by_id(demo, elem_id):
+    return next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+
+
+def test_event_names_and_concurrency(demo):
+    names = {f.api_name for f in demo.fns.values()}
+    for name in ("inspect_video", "set_seq", "set_reserve", "set_max_new_tokens", "set_audio_cap",
+                 "set_k_mode", "inspect_images", "inspect_audio", "inspect_recording", "segment_audio", "chat"):
+        assert name in names
+    for name in ("inspect_video", "set_seq", "inspect_images", "inspect_audio"):
+        assert _fn(demo, name).concurrency_limit == INSPECT_CONCURRENCY
+        assert _fn(demo, name).concurrency_id == "inspect"
+    assert _fn(demo, "chat").concurrency_limit is None
+
+
+def test_every_component_has_an_elem_id(demo):
+    missing = [
+        type(b).__name__ for b in demo.blocks.values()
+        if isinstance(b, gr.components.Component) and not isinstance(b, gr.State) and not b.elem_id
+    ]
+    assert missing == []
+    ids = [b.elem_id for b in demo.blocks.values() if getattr(b, "elem_id", None)]
+    assert len(ids) == len(set(ids))
+    for elem_id in ("video-input", "images-input", "audio-input", "audio-mic", "status", "summary",
+                    "frames-gallery", "seq-slider", "reserve-slider", "reserve-auto", "max-new-slider",
+                    "audio-cap-slider", "k-mode", "budget-plot", "cost-plot", "fps-plot", "timeline-plot",
+                    "groups-df", "segment-audio", "grid-gallery", "mel-plot", "chatbot", "chat-input", "chat-send"):
+        _by_id(demo, elem_id)
+
+
+def test_defaults_follow_arguments(demo, profile):
+    assert _by_id(demo, "seq-slider").value == SEQ
+    assert _by_id(demo, "reserve-slider").value == SEQ // 4
+    header = _by_id(demo, "d3-header").value
+    assert "preview: numbers marked ≈ depend on assumptions" in header
+    assert "no engine attached — preview mode" in header
+    assert _by_id(demo, "chat-send").interactive is False
+    assert _by_id(demo, "chat-input").interactive is False
+    assert _by_id(demo, "chatbot").value[0]["content"][0]["text"] == handlers.ENGINE_HELP
+
+
+def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):
+    """Run the wired callback and push every output through its component's postprocess."""
+    fn = _fn(demo, "inspect_video")
+    state = handlers.initial_state(SEQ)
+    result = fn.fn(state, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek")
+    assert len(result) == len(fn.outputs)
+    new_state = result[0]
+    assert new_state.video is not None
+    for block, value in zip(fn.outputs, result):
+        if isinstance(block, gr.State) or isinstance(value, dict) and value.get("__type__"):
+            continue
+        if isinstance(value, gr.components.Component):
+            continue
+        block.postprocess(value)
+    gallery = next(b for b in fn.outputs if getattr(b, "elem_id", None) == "frames-gallery")
+    gallery_value = result[fn.outputs.index(gallery)]
+    assert len(gallery.postprocess(gallery_value).root) == len(new_state.video.frames)
+
+    bad = fn.fn(new_state, str(text_as_video), SEQ, True, 0, 0, 1.0, "eval_ek")
+    assert bad[0] is new_state
+    assert text_as_video.name in bad[1]
+    skipped = [v for v in bad[2:] if isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1]
+    assert len(skipped) == len(bad) - 2  # every view output is gr.skip()
+
+
+def test_partials_are_bound_to_the_profile(demo, profile):
+    assert _fn(demo, "inspect_video").fn.func is on_video
+    assert _fn(demo, "set_seq").fn.func is on_settings
+    assert _fn(demo, "inspect_video").fn.args == (profile,)
