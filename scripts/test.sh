@@ -11,7 +11,7 @@ command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" fonts-dejavu-core
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" fonts-dejavu-core fonts-noto-color-emoji
 fi
 
 python -m pip install -q -r requirements.txt

@@ -7,6 +7,7 @@ and raise the ``gr.Warning`` toast for errors. No globals, no model loading at i
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 from typing import Any
 
@@ -14,7 +15,7 @@ import gradio as gr
 
 from dots3_demo.inspection.video import K_MODES
 from dots3_demo.profiles import Profile
-from dots3_demo.ui import handlers, style, views
+from dots3_demo.ui import chat, handlers, style, views
 from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
 
 TITLE = "Dots3 NOTE Studio"
@@ -96,9 +97,73 @@ def on_reserve_auto(auto: bool):
     return gr.Slider(interactive=not auto)
 
 
-async def on_chat(engine: Any, profile: Profile, state: StudioState, message: str, history: list):
-    async for updated in handlers.chat_reply(engine, profile, state, message, history):
-        yield updated, ""
+def _chat_emit(engine: Any, view: chat.ChatView) -> tuple[Any, ...]:
+    """``(chatbot, session, input box, tool panel, figures, engine status, send button)``."""
+    return (view.history, view.session, "" if view.clear_input else gr.skip(), view.tool_rows, view.figures,
+            chat.engine_status_md(engine), gr.Button(interactive=view.done))
+
+
+async def on_chat(engine: Any, studio: StudioState, session: chat.ChatSession, message: str, *controls):
+    settings = chat.settings_from_controls(*controls)
+    async with contextlib.aclosing(chat.send_message(engine, studio, session, message, settings)) as views:
+        async for view in views:
+            yield _chat_emit(engine, view)
+
+
+async def on_regenerate(engine: Any, studio: StudioState, session: chat.ChatSession, _box: str, *controls):
+    settings = chat.settings_from_controls(*controls)
+    async with contextlib.aclosing(chat.regenerate(engine, studio, session, settings)) as views:
+        async for view in views:
+            yield _chat_emit(engine, view)
+
+
+async def on_tool_result(engine: Any, studio: StudioState, session: chat.ChatSession, result: str, *controls):
+    settings = chat.settings_from_controls(*controls)
+    async with contextlib.aclosing(chat.send_tool_results(engine, studio, session, settings, result=result)) as views:
+        async for view in views:
+            yield _chat_emit(engine, view)
+
+
+async def on_run_tool(engine: Any, studio: StudioState, session: chat.ChatSession, _box: str, *controls):
+    settings = chat.settings_from_controls(*controls)
+    async with contextlib.aclosing(chat.send_tool_results(engine, studio, session, settings, run_examples=True)) as views:
+        async for view in views:
+            yield _chat_emit(engine, view)
+
+
+def on_chat_settle(engine: Any, session: chat.ChatSession):
+    """After a chat event ends or is stopped: re-show the session and re-enable Send.
+
+    It outputs to every output of the chat event, so none is left with the red "Error" badge a
+    cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot).
+    """
+    if engine is None:
+        return (gr.skip(),) * 6
+    return (list(session.display), gr.skip(), chat.tool_rows(session), gr.skip(), chat.engine_status_md(engine),
+            gr.Button(interactive=True))
+
+
+def on_clear(session: chat.ChatSession):
+    fresh = chat.clear_session(session)
+    return [], fresh, [], ""
+
+
+def sync_max_new(max_tokens: float | None) -> int:
+    return max(0, min(int(max_tokens or 0), handlers.MAX_NEW_TOKENS_MAX))
+
+
+def on_engine_status(engine: Any):
+    return chat.engine_status_md(engine)
+
+
+def chat_concurrency(engine: Any) -> int | None:
+    """One chat reply per engine sequence slot; no engine: the preview reply is instant."""
+    return None if engine is None else max(1, int(engine.capacity))
+
+
+def queue_size(engine: Any) -> int:
+    """Waiting requests the queue accepts (``demo.queue(max_size=…)``)."""
+    return 32 if engine is None else max(32, 8 * max(1, int(engine.capacity)))
 
 
 # ---------------------------------------------------------------- layout
@@ -195,15 +260,57 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                                                    interactive=False, elem_id="heard-audio")
         # ---------------------------------------------------- chat
         with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
-            chatbot = gr.Chatbot(handlers.chat_welcome(engine), show_label=False, height=300,
-                                 elem_id="chatbot")
-            with gr.Row():
-                chat_box = gr.Textbox(
-                    show_label=False, scale=8, interactive=chat_on, elem_id="chat-input",
-                    placeholder="Ask about the uploads…" if chat_on else "Attach an engine to chat (see above)",
-                )
-                send = gr.Button("Send", variant="primary", scale=1, min_width=90, interactive=chat_on,
-                                 elem_id="chat-send")
+            chat_session = gr.State(chat.new_session)
+            engine_md = gr.Markdown(chat.engine_status_md(engine), elem_id="engine-status")
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=7, min_width=480):
+                    chatbot = gr.Chatbot(handlers.chat_welcome(engine), show_label=False, height=520,
+                                         elem_id="chatbot", buttons=["copy"],
+                                         placeholder="The request the model gets = the media in the upload "
+                                                     "panels + your message, planned with the Budget tab.")
+                    with gr.Row(equal_height=True, elem_id="chat-input-row"):
+                        chat_box = gr.Textbox(
+                            show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
+                            placeholder="Ask about the uploads… (new uploads are attached to your next message)"
+                            if chat_on else "Attach an engine to chat (see above)",
+                        )
+                        send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on,
+                                         elem_id="chat-send")
+                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop")
+                    with gr.Row():
+                        regen = gr.Button("↻ Regenerate", size="sm", elem_id="chat-regen", interactive=chat_on)
+                        clear = gr.Button("Clear chat", size="sm", elem_id="chat-clear")
+                    figures_md = gr.Markdown("", elem_id="chat-figures")
+                with gr.Column(scale=4, min_width=320):
+                    system_box = gr.Textbox(chat.DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2,
+                                            max_lines=6, elem_id="system-prompt")
+                    with gr.Accordion("Sampling", open=False, elem_id="sampling-accordion"):
+                        with gr.Row():
+                            temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature",
+                                                    elem_id="temperature")
+                            top_p = gr.Slider(0.05, 1, value=0.95, step=0.01, label="top-p", elem_id="top-p")
+                        with gr.Row():
+                            top_k = gr.Number(-1, label="top-k (-1 = off)", precision=0, elem_id="top-k")
+                            max_tokens = gr.Number(1024, label="max tokens", precision=0, minimum=1,
+                                                   elem_id="max-tokens")
+                        with gr.Row():
+                            seed = gr.Number(-1, label="seed (-1 = random)", precision=0, elem_id="seed")
+                            rep_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
+                                                    elem_id="rep-penalty")
+                    with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
+                        tool_example = gr.Dropdown(list(chat.EXAMPLE_CHOICES), value=None, label="Load example tools",
+                                                   elem_id="tool-examples")
+                        tools_code = gr.Code("", language="json", label="tools (OpenAI function schemas)",
+                                             lines=4, max_lines=9, elem_id="tools-json")
+                        tools_md = gr.Markdown(chat.validate_tools_md(""), elem_id="tools-status")
+                    tool_panel = gr.Dataframe(value=[], headers=chat.TOOL_PANEL_COLUMNS, interactive=False,
+                                              wrap=True, label="Tool calls", max_height=220, elem_id="tool-panel",
+                                              column_widths=["22%", "34%", "20%", "24%"])
+                    tool_result = gr.Textbox(label="Tool result (answers the first waiting call)", lines=2,
+                                             placeholder='{"temperature": 21}', elem_id="tool-result")
+                    with gr.Row():
+                        tool_send = gr.Button("Send tool result", size="sm", elem_id="tool-send")
+                        tool_run = gr.Button("Run example tool", size="sm", elem_id="tool-run")
 
         # ---------------------------------------------------- wiring
         components = {
@@ -234,10 +341,38 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                          **common)
         segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
         groups_df.select(on_group_select, state, segment_pick, api_name="group_select", api_visibility="private")
-        chat_fn = partial(on_chat, engine, profile)
-        chat_io = dict(inputs=[state, chat_box, chatbot], outputs=[chatbot, chat_box], concurrency_limit=None)
-        send.click(chat_fn, api_name="chat", **chat_io)
-        chat_box.submit(chat_fn, api_name="chat_submit", api_visibility="private", **chat_io)
+        # The engine plans the video with max_new_tokens = the sampling max tokens: mirror it in the Budget tab.
+        gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, max_new, api_visibility="private",
+              queue=False).then(
+            partial(on_settings, profile), [state, *controls], api_name="sync_max_new_tokens",
+            api_visibility="private", show_progress="hidden", **common)
+        tool_example.input(chat.example_tools_json, tool_example, tools_code, api_visibility="private", queue=False)
+        tools_code.change(chat.validate_tools_md, tools_code, tools_md, api_visibility="private", queue=False)
+
+        chat_controls = [system_box, tools_code, temperature, top_p, top_k, max_tokens, seed, rep_penalty]
+        chat_out = [chatbot, chat_session, chat_box, tool_panel, figures_md, engine_md, send]
+        tool_out = [chatbot, chat_session, tool_result, tool_panel, figures_md, engine_md, send]
+        chat_common = dict(concurrency_limit=chat_concurrency(engine), concurrency_id="chat",
+                           show_progress="minimal")
+        chat_in = [state, chat_session, chat_box, *chat_controls]
+        tool_in = [state, chat_session, tool_result, *chat_controls]
+        events = [
+            send.click(partial(on_chat, engine), chat_in, chat_out, api_name="chat", **chat_common),
+            chat_box.submit(partial(on_chat, engine), chat_in, chat_out, api_name="chat_submit",
+                            api_visibility="private", **chat_common),
+            regen.click(partial(on_regenerate, engine), chat_in, chat_out, api_name="regenerate", **chat_common),
+            tool_send.click(partial(on_tool_result, engine), tool_in, tool_out, api_name="tool_result",
+                            **chat_common),
+            tool_run.click(partial(on_run_tool, engine), tool_in, tool_out, api_name="run_example_tool",
+                           **chat_common),
+        ]
+        for event, out in zip(events, [chat_out] * 3 + [tool_out] * 2):  # no red "Error" badge after Stop
+            event.then(partial(on_chat_settle, engine), chat_session, [o for o in out if o is not chat_session],
+                       show_progress="hidden", api_visibility="private", queue=False)
+        stop.click(None, None, None, cancels=events, api_visibility="private")
+        clear.click(on_clear, chat_session, [chatbot, chat_session, tool_panel, figures_md], cancels=events,
+                    api_name="clear_chat", api_visibility="private", queue=False)
+        demo.load(partial(on_engine_status, engine), None, engine_md, api_visibility="private", queue=False)
     return demo
 
 
@@ -250,7 +385,7 @@ def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1",
                seq: int, **launch_kwargs: Any):
     """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed)."""
     demo = build_interface(profile, engine, seq=seq)
-    demo.queue(max_size=32)
+    demo.queue(max_size=queue_size(engine))
     options = {**launch_options(), "server_name": host, "server_port": port, **launch_kwargs}
     result = demo.launch(**options)
     return demo if launch_kwargs.get("prevent_thread_lock") else result

@@ -5,11 +5,13 @@ inputs, and returns an ``Outcome``: the new state, a status line, an optional er
 dict of view values keyed by output name (``VIEW_KEYS``). A key that is missing means "leave that
 output as it is" — so a bad upload changes only the status, and every other panel keeps its result.
 
-The chat seam is ``chat_reply`` (see its docstring); with no engine it explains how to attach one.
+The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``); with no
+engine it explains how to attach one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -326,18 +328,14 @@ def chat_welcome(engine: Any) -> list[dict[str, str]]:
 async def chat_reply(
     engine: Any, profile: Profile, state: StudioState, message: str, history: list[dict[str, Any]]
 ) -> AsyncIterator[list[dict[str, Any]]]:
-    """THE CHAT SEAM. Yields the chat history as it grows.
+    """Compatibility wrapper: yields only the chat history of ``chat.send_message``.
 
-    An engine integration replaces the body below the ``engine is None`` branch: build the
-    prompt from ``message``, ``history`` and the session's uploads (``state.video_path`` with
-    ``state.settings.as_mm_processor_kwargs()``, ``state.images``, ``state.audio_path``), stream
-    the answer from ``engine`` and yield ``history + [user, assistant-so-far]`` per step.
+    The chat itself lives in :mod:`dots3_demo.ui.chat` (session, media, tools, figures); the app
+    wires ``chat.send_message`` / ``send_tool_results`` / ``regenerate`` directly.
     """
-    history = list(history or [])
-    if message and message.strip():
-        history.append({"role": "user", "content": message})
-    if engine is None:
-        history.append({"role": "assistant", "content": ENGINE_HELP})
-        yield history
-        return
-    raise NotImplementedError("engine chat is attached by dots3_demo.engine (a later issue)")
+    from dots3_demo.ui import chat
+
+    session = replace(chat.new_session(), display=tuple(history or ()))
+    async with contextlib.aclosing(chat.send_message(engine, state, session, message, chat.ChatSettings())) as views_:
+        async for view in views_:
+            yield view.history

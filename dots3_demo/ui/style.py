@@ -95,4 +95,21 @@ CSS = """
 .d3-table .d3-detail { white-space: nowrap; font-size: .74rem; }
 .d3-note { font-size: .8rem; color: var(--body-text-color-subdued); }
 #chat-help textarea { font-size: .85rem; }
+
+/* ---- chat */
+#engine-status { font-size: .84rem; color: var(--body-text-color-subdued); }
+#engine-status p { margin: 0; }
+#chat-input-row { align-items: stretch; }
+#chat-input-row button { min-height: 42px; }
+#chat-figures { font-size: .8rem; color: var(--body-text-color-subdued); font-variant-numeric: tabular-nums;
+  padding: 6px 10px; border-radius: 8px; background: var(--background-fill-secondary);
+  border: 1px solid var(--border-color-primary); min-height: 2.2em; }
+#chat-figures:has(> div:empty), #chat-figures:not(:has(p)) { display: none !important; }
+#chat-figures p { margin: 1px 0; }
+#chat-figures code { font-size: .76rem; }
+#chatbot .message-wrap .message { font-size: .92rem; }
+#tools-status { font-size: .8rem; }
+#tools-status p { margin: 0; }
+#tool-panel table { font-size: .78rem; }
+#tool-panel td { font-family: var(--font-mono); }
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -27,9 +28,14 @@ def studio_url(profile):
         demo.close()
 
 
-@pytest.fixture(scope="session")
+# Module scope: playwright's sync API keeps an event loop running on the main thread while it is
+# open, so a session-scoped browser makes asyncio.run() fail in every test collected after it
+# (e.g. `pytest tests/ui tests/browser tests/engine`).
+@pytest.fixture(scope="module")
 def chromium():
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        if os.environ.get("CI"):  # CI installs chromium (scripts/test.sh): a skip there would hide a failure
+            pytest.fail("Debian chromium is not installed")
         pytest.skip("Debian chromium is not installed")
     from playwright.sync_api import sync_playwright
 

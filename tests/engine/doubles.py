@@ -44,15 +44,21 @@ class RecordingRenderer:
         self.calls.append({"conversations": conversations, "chat_params": chat_params, "prompt_extras": prompt_extras})
         ids = [1] * 10 + [5, 7, 7, 7, 7, 6]
         return [[]], [{"type": "multimodal", "prompt_token_ids": ids,
-                       "mm_placeholders": {"image": [SimpleNamespace(offset=10, length=6)]}}]
+                       "mm_placeholders": {"image": [SimpleNamespace(offset=10, length=6)]},
+                       "conversation": conversations[0]}]
 
 
 class ScriptedAsyncLLM:
-    """Each ``generate`` plays ``script``: a list of text deltas; the last one finishes."""
+    """Each ``generate`` plays ``script``: a list of text deltas; the last one finishes.
 
-    def __init__(self, script: list[str], *, finish_reason: str = "stop", hold_at: int | None = None,
+    ``script`` may also be a callable ``(engine_input) -> list[str]`` (e.g. to answer per
+    session from the rendered ``conversation``); ``delay_s`` paces the deltas (browser tests).
+    """
+
+    def __init__(self, script, *, delay_s: float = 0.0, finish_reason: str = "stop", hold_at: int | None = None,
                  max_num_seqs: int = 4, spec_decode: bool = False, tokens_per_delta: int = 1) -> None:
         self.script = script
+        self.delay_s = delay_s
         self.finish_reason = finish_reason
         self.hold_at = hold_at
         self.released = asyncio.Event()
@@ -75,13 +81,14 @@ class ScriptedAsyncLLM:
         self.generated.append((engine_input, sampling_params, request_id))
         prompt_ids = list(engine_input["prompt_token_ids"])
         stats = RequestStateStats(arrival_time=0.0)
+        script = self.script(engine_input) if callable(self.script) else self.script
         try:
-            for step, text in enumerate(self.script):
+            for step, text in enumerate(script):
                 if self.hold_at is not None and step == self.hold_at:
                     self.reached_hold.set()
                     await self.released.wait()
-                await asyncio.sleep(0)
-                last = step == len(self.script) - 1
+                await asyncio.sleep(self.delay_s)
+                last = step == len(script) - 1
                 stats.num_generation_tokens += self.tokens_per_delta
                 if step == 0:
                     stats.first_token_ts, stats.first_token_latency = 10.0, 0.25

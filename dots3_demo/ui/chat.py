@@ -1,0 +1,557 @@
+"""The engine chat: plain functions and dataclasses (no Gradio), called by ``ui.app`` and by tests.
+
+One browser session owns one :class:`ChatSession` (kept in ``gr.State``; a new uuid per session).
+It holds two views of the same conversation:
+
+* ``messages`` — the OpenAI chat messages the engine gets (user turns carry the media that was in
+  the upload panels when they were sent; assistant turns carry ``tool_calls``; tool results are
+  ``tool`` messages with ``tool_call_id``);
+* ``display`` — the Chatbot's messages (media as file blocks, collapsible "Thinking" and
+  "🛠 tool" bubbles, notices).
+
+``send_message`` / ``send_tool_results`` / ``regenerate`` are async generators of
+:class:`ChatView`: each is a complete, immutable snapshot, so a Stop (task cancelled) or a closed
+tab (``GeneratorExit`` at a yield) leaves the session at the last snapshot. The engine stream is
+wrapped in ``aclosing`` at every level (callers must do the same when they relay these
+generators): whichever way the generator ends early, the engine adapter's ``finally`` aborts the
+request at once rather than when the garbage collector finalizes an abandoned generator. Yields are coalesced to at most one per ``min_interval_s`` (structural changes
+— first text, a tool call appearing or completing, the end — are always yielded at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dots3_demo.engine.protocol import (
+    EngineUnavailable,
+    PromptTokens,
+    SamplingSettings,
+    TurnDelta,
+    TurnRejected,
+    TurnRequest,
+    TurnStats,
+    VideoBudget,
+)
+from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
+from dots3_demo.ui import views
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+MIN_YIELD_INTERVAL_S = 0.03  # coalesce engine deltas: at most ~33 UI updates per second per session
+TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
+EXAMPLE_TOOL_NAMES = tuple(t["function"]["name"] for t in EXAMPLE_TOOLS)
+EXAMPLE_CHOICES = {
+    "weather": ["get_weather"],
+    "search": ["search"],
+    "calculator": ["calculator"],
+    "all three": list(EXAMPLE_TOOL_NAMES),
+    "none": [],
+}
+# Dots placeholders wrap each image / audio clip in a start and an end marker
+# (<|img|> … <|endofimg|>, <|audio_comp_start|> … <|audio_comp_end|>). vLLM's placeholder range —
+# what the engine counts — includes them; the inspector counts the embeddings between them.
+MARKERS_PER_ITEM = {"image": 2, "audio": 2}
+
+STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
+
+
+# ---------------------------------------------------------------- state
+@dataclass(frozen=True)
+class MediaItem:
+    """One upload attached to a user turn, with the inspector's token counts for it."""
+
+    kind: str  # "image" | "audio" | "video"
+    path: str
+    tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
+    frame_tokens: int = 0  # video only: image pads
+    audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
+
+
+@dataclass(frozen=True)
+class ToolRecord:
+    id: str
+    name: str
+    arguments: str
+    status: str  # "writing" | "called" | "answered"
+    result: str = ""
+
+
+@dataclass(frozen=True)
+class ChatSession:
+    session_id: str
+    messages: tuple[dict[str, Any], ...] = ()
+    display: tuple[dict[str, Any], ...] = ()
+    media: tuple[MediaItem, ...] = ()
+    tools: tuple[ToolRecord, ...] = ()
+    # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
+    regen_mark: tuple[int, int, int, int] | None = None
+    figures: str = ""
+
+
+def new_session() -> ChatSession:
+    """A fresh session (``gr.State(new_session)`` calls this once per browser session)."""
+    return ChatSession(session_id=uuid.uuid4().hex[:12])
+
+
+def clear_session(session: ChatSession) -> ChatSession:
+    return ChatSession(session_id=session.session_id)
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    tools_json: str = ""
+    min_interval_s: float = MIN_YIELD_INTERVAL_S
+
+
+def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
+                           top_k: float, max_tokens: float, seed: float | None, repetition_penalty: float,
+                           *, min_interval_s: float = MIN_YIELD_INTERVAL_S) -> ChatSettings:
+    """The chat's controls as settings. ``seed`` < 0 or empty = random."""
+    seed_value = None if seed is None or seed == "" or int(seed) < 0 else int(seed)
+    return ChatSettings(
+        system_prompt=system_prompt or "",
+        tools_json=tools_json or "",
+        sampling=SamplingSettings(
+            temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0) or -1,
+            max_tokens=max(1, int(max_tokens)), seed=seed_value, repetition_penalty=float(repetition_penalty),
+        ),
+        min_interval_s=min_interval_s,
+    )
+
+
+@dataclass(frozen=True)
+class ChatView:
+    """One UI update: the session (history inside), the figures line, the tool panel rows."""
+
+    session: ChatSession
+    figures: str
+    clear_input: bool = False
+    done: bool = False
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self.session.display)
+
+    @property
+    def tool_rows(self) -> list[list[str]]:
+        return tool_rows(self.session)
+
+
+def tool_rows(session: ChatSession) -> list[list[str]]:
+    status = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
+    return [[t.name, _short(t.arguments), status.get(t.status, t.status), _short(t.result)] for t in session.tools]
+
+
+def _short(text: str, limit: int = 48) -> str:
+    """Keep the panel compact; the chat bubbles hold the full JSON."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- engine status
+def engine_status_md(engine: Any) -> str:
+    if engine is None:
+        return "○ **no engine** — preview mode: the inspector works, the chat explains how to attach an engine."
+    status = engine.status
+    name = type(engine).__name__
+    describe = getattr(engine, "describe", None)
+    if callable(describe):
+        name = describe()
+    icon = STATUS_ICON.get(status.state, "○")
+    hint = {"idle": " — starts on the first message", "loading": " — loading the model…"}.get(status.state, "")
+    message = f" · {views.esc(status.message)}" if status.message and status.message != status.state else ""
+    return (f"{icon} **engine {status.state}**{hint}{message} · `{views.esc(name)}` · "
+            f"up to {engine.capacity} concurrent replies")
+
+
+# ---------------------------------------------------------------- media and turns
+def budget_from(studio: Any) -> VideoBudget:
+    """The Budget tab's settings (``StudioState.settings``) as the engine's per-request budget."""
+    s = studio.settings
+    return VideoBudget(seq=int(s.seq), output_reserve=s.output_reserve, audio_cap=float(s.audio_cap),
+                       k_mode=s.k_mode)
+
+
+def panel_media(studio: Any) -> list[MediaItem]:
+    """The media in the upload panels, with the inspector's numbers."""
+    items: list[MediaItem] = []
+    if studio.video_path:
+        report = studio.video
+        items.append(MediaItem("video", str(studio.video_path),
+                               tokens=report.prompt_tokens if report else 0,
+                               frame_tokens=report.image_pad_tokens if report else 0,
+                               audio_tokens=report.audio_pad_tokens if report else 0))
+    for path, report in studio.images:
+        items.append(MediaItem("image", str(path), tokens=report.tokens))
+    if studio.audio_path:
+        items.append(MediaItem("audio", str(studio.audio_path), tokens=studio.audio.tokens if studio.audio else 0))
+    return items
+
+
+def new_media(studio: Any, session: ChatSession) -> list[MediaItem]:
+    """Panel media not yet in the conversation (an upload is sent once, then stays in the history)."""
+    sent = {(m.kind, m.path) for m in session.media}
+    return [m for m in panel_media(studio) if (m.kind, m.path) not in sent]
+
+
+def _media_part(item: MediaItem) -> dict[str, Any]:
+    key = {"image": "image_url", "audio": "audio_url", "video": "video_url"}[item.kind]
+    return {"type": key, key: {"url": item.path}}
+
+
+def user_turn(text: str, media: list[MediaItem]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(engine message, chatbot messages) for one user turn: media first, then the text."""
+    parts = [_media_part(m) for m in media]
+    if text:
+        parts.append({"type": "text", "text": text})
+    shown = [{"role": "user", "content": {"path": m.path, "alt_text": views.name_of(m.path)}} for m in media]
+    if text:
+        shown.append({"role": "user", "content": text})
+    return {"role": "user", "content": parts}, shown
+
+
+def notice(text: str) -> dict[str, Any]:
+    """An assistant-side notice in the chat (not model output)."""
+    return {"role": "assistant", "content": text, "metadata": {"title": "⚠ Not sent to the model", "status": "done"}}
+
+
+# ---------------------------------------------------------------- the streaming assistant
+@dataclass
+class _Reply:
+    reasoning: str = ""
+    text: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    writing: bool = False
+    finished: bool = False
+    finish_reason: str | None = None
+    stats: TurnStats = field(default_factory=TurnStats)
+    first_at: float | None = None
+
+    def add(self, delta: TurnDelta) -> bool:
+        """Apply a delta; True when something structural changed (yield it at once)."""
+        structural = False
+        if (delta.text or delta.reasoning) and not (self.text or self.reasoning):
+            structural = True
+        if delta.text and not self.text and self.reasoning:
+            structural = True  # thinking done
+        self.reasoning += delta.reasoning
+        self.text += delta.text
+        if len(delta.tool_calls) != len(self.calls) or delta.writing_tool_call != self.writing:
+            structural = True
+        if delta.tool_calls or delta.finished:
+            self.calls = [dict(c) for c in delta.tool_calls]
+        self.writing = delta.writing_tool_call
+        self.stats = delta.stats
+        if delta.finished:
+            self.finished, self.finish_reason, self.writing, structural = True, delta.finish_reason, False, True
+        return structural
+
+    def engine_message(self) -> dict[str, Any] | None:
+        if not (self.text or self.calls):
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in self.calls
+            ]
+        return message
+
+    def display(self) -> list[dict[str, Any]]:
+        shown: list[dict[str, Any]] = []
+        if self.reasoning:
+            thinking = not self.text and not self.calls and not self.finished
+            shown.append({"role": "assistant", "content": self.reasoning,
+                          "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
+        if self.text:
+            shown.append({"role": "assistant", "content": self.text})
+        for call in self.calls:
+            shown.append(tool_call_bubble(call["name"], call["arguments"],
+                                          "done" if call.get("status", "complete") == "complete" else "pending"))
+        if self.writing:
+            shown.append({"role": "assistant", "content": "…",
+                          "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
+        return shown
+
+    def records(self) -> list[ToolRecord]:
+        records = [ToolRecord(c["id"], c["name"], c["arguments"],
+                              "called" if c.get("status", "complete") == "complete" else "writing")
+                   for c in self.calls]
+        if self.writing:
+            records.append(ToolRecord("", "…", "", "writing"))
+        return records
+
+
+def _pretty_json(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return text
+
+
+def tool_call_bubble(name: str, arguments: str, status: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(arguments)}\n```",
+            "metadata": {"title": f"🛠 {name}", "status": status}}
+
+
+def tool_result_bubble(name: str, result: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(result)}\n```",
+            "metadata": {"title": f"↩ {name} result (sent to the model)", "status": "done"}}
+
+
+# ---------------------------------------------------------------- figures
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def inspector_tokens(media: tuple[MediaItem, ...]) -> dict[str, int]:
+    """The inspector's counts for the conversation's media, in the engine's units (markers included)."""
+    out = {"image": 0, "audio": 0, "video": 0, "video_frames": 0, "video_audio": 0}
+    for m in media:
+        if m.kind == "video":
+            out["video"] += m.tokens
+            out["video_frames"] += m.frame_tokens
+            out["video_audio"] += m.audio_tokens
+        else:
+            out[m.kind] += m.tokens + MARKERS_PER_ITEM[m.kind]
+    return out
+
+
+def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
+    """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
+    inspected = inspector_tokens(media)
+    counts = {m.kind: sum(1 for x in media if x.kind == m.kind) for m in media}
+    lines = []
+    pairs = [("image", prompt.image), ("audio", prompt.audio), ("video", prompt.video),
+             ("video frames", prompt.video_frames), ("video sound", prompt.video_audio)]
+    keys = {"video frames": "video_frames", "video sound": "video_audio"}
+    for label, engine_value in pairs:
+        key = keys.get(label, label)
+        base = key.split("_")[0]
+        if base not in counts and engine_value == 0:
+            continue
+        expected = inspected[key]
+        mark = "✓" if engine_value == expected else "≠"
+        note = ""
+        if key in MARKERS_PER_ITEM and counts.get(key):
+            note = f" ({_n(expected - MARKERS_PER_ITEM[key] * counts[key])} + {MARKERS_PER_ITEM[key] * counts[key]} markers)"
+        lines.append(f"engine: {label} {_n(engine_value)} · inspector: {_n(expected)}{note} {mark}")
+    return lines
+
+
+def figures_md(reply: _Reply, media: tuple[MediaItem, ...], *, budget_note: str = "") -> str:
+    s = reply.stats
+    parts = []
+    parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
+    parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")
+    parts.append(f"output **{_n(s.output_tokens)}** tok")
+    if s.prompt is not None:
+        p = s.prompt
+        by = " · ".join(f"{k} {_n(v)}" for k, v in (("text", p.text), ("image", p.image), ("audio", p.audio),
+                                                      ("video", p.video)) if v or k == "text")
+        cached = f", {_n(p.cached)} cached" if p.cached else ""
+        parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
+    parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
+                 ("streaming…" if not reply.finished else "finish —"))
+    if s.mtp:
+        rate = s.mtp.get("draft_acceptance_rate")
+        if rate is not None:
+            parts.append(f"MTP acceptance **{100 * float(rate):.0f}%**")
+    line = " · ".join(parts)
+    if s.prompt is not None and media:
+        line += "  \n" + " · ".join(f"`{c}`" for c in token_comparison(s.prompt, media))
+    if budget_note:
+        line += "  \n" + budget_note
+    return line
+
+
+def budget_note(studio: Any, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:
+    """Say so when the engine's video reserve differs from the one the inspector planned with."""
+    if not any(m.kind == "video" for m in media):
+        return ""
+    s = studio.settings
+    engine_reserve = max(s.configured_reserve, int(sampling.max_tokens))
+    if engine_reserve == s.effective_reserve:
+        return ""
+    return (f"⚠ the engine plans the video with reserve {_n(engine_reserve)} (max tokens "
+            f"{_n(sampling.max_tokens)}), the inspector with {_n(s.effective_reserve)}: set the Budget tab's "
+            "max new tokens to the sampling max tokens to see the same frames")
+
+
+# ---------------------------------------------------------------- turns
+async def send_message(engine: Any, studio: Any, session: ChatSession, message: str | None,
+                       settings: ChatSettings) -> AsyncIterator[ChatView]:
+    """Send ``message`` with the panel media not yet in the conversation, stream the reply."""
+    text = (message or "").strip()
+    if engine is None:
+        from dots3_demo.ui.handlers import ENGINE_HELP
+
+        shown = ({"role": "user", "content": text},) if text else ()
+        yield ChatView(replace(session, display=session.display + shown + ({"role": "assistant",
+                                                                              "content": ENGINE_HELP},)),
+                       session.figures, clear_input=True, done=True)
+        return
+    media = new_media(studio, session)
+    if not text and not media:
+        yield ChatView(session, "Type a message (or upload media) first.", done=True)
+        return
+    user_message, shown = user_turn(text, media)
+    sent = replace(session, messages=session.messages + (user_message,), display=session.display + tuple(shown),
+                   media=session.media + tuple(media))
+    sent = replace(sent, regen_mark=(len(sent.messages), len(sent.display), len(sent.tools), len(sent.media)))
+    async with contextlib.aclosing(_stream_reply(engine, studio, sent, settings, unsent=session)) as views_:
+        async for view in views_:
+            yield view
+
+
+async def regenerate(engine: Any, studio: Any, session: ChatSession,
+                     settings: ChatSettings) -> AsyncIterator[ChatView]:
+    """Re-run the last user turn (drops its reply and any tool exchange after it)."""
+    if engine is None or session.regen_mark is None:
+        yield ChatView(session, "Nothing to regenerate yet.", done=True)
+        return
+    n_messages, n_display, n_tools, n_media = session.regen_mark
+    base = replace(session, messages=session.messages[:n_messages], display=session.display[:n_display],
+                   tools=session.tools[:n_tools], media=session.media[:n_media])
+    async with contextlib.aclosing(_stream_reply(engine, studio, base, settings, unsent=None)) as views_:
+        async for view in views_:
+            yield view
+
+
+def pending_calls(session: ChatSession) -> list[ToolRecord]:
+    return [t for t in session.tools if t.status == "called"]
+
+
+async def send_tool_results(engine: Any, studio: Any, session: ChatSession, settings: ChatSettings, *,
+                            result: str | None = None, run_examples: bool = False) -> AsyncIterator[ChatView]:
+    """Answer the waiting tool calls and let the model continue the turn.
+
+    ``result`` answers the first waiting call; ``run_examples`` runs every waiting call with the
+    built-in example executor. When every call is answered the model streams again.
+    """
+    waiting = pending_calls(session)
+    if engine is None or not waiting:
+        yield ChatView(session, "No tool call is waiting for a result.", done=True)
+        return
+    answers: dict[str, str] = {}
+    if run_examples:
+        for call in waiting:
+            answers[call.id] = run_example_tool(call.name, call.arguments)
+    else:
+        if not (result or "").strip():
+            yield ChatView(session, f"Type the result of `{waiting[0].name}` first.", done=True)
+            return
+        answers[waiting[0].id] = result.strip()
+    tools = tuple(replace(t, status="answered", result=answers[t.id]) if t.id in answers else t
+                  for t in session.tools)
+    messages = session.messages + tuple({"role": "tool", "tool_call_id": t.id, "content": answers[t.id]}
+                                        for t in waiting if t.id in answers)
+    display = session.display + tuple(tool_result_bubble(t.name, answers[t.id]) for t in waiting if t.id in answers)
+    updated = replace(session, tools=tools, messages=messages, display=display)
+    still = pending_calls(updated)
+    if still:
+        yield ChatView(updated, f"Result sent for `{waiting[0].name}`; {len(still)} call(s) still waiting "
+                       "(the model continues once every call has a result).", clear_input=True, done=True)
+        return
+    async with contextlib.aclosing(_stream_reply(engine, studio, updated, settings, unsent=None)) as views_:
+        async for view in views_:
+            yield view
+
+
+async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: ChatSettings,
+                        *, unsent: ChatSession | None) -> AsyncIterator[ChatView]:
+    """Stream one assistant reply for ``sent.messages``.
+
+    ``unsent`` is the session before the new user turn: if the engine rejects the turn, the
+    user turn is dropped from what the engine will see (the bubble stays, with the notice).
+    """
+    rejected_base = unsent if unsent is not None else sent
+
+    def refused(reason: str) -> ChatView:
+        kept = replace(rejected_base, display=sent.display + (notice(reason),))
+        return ChatView(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None, done=True)
+
+    try:
+        tools = parse_tools_json(settings.tools_json)
+    except ToolSchemaError as exc:
+        yield refused(f"The tools JSON is not usable — {exc}. Fix it in the Tools panel and send again.")
+        return
+    yield ChatView(sent, "⏳ sending…", clear_input=unsent is not None)
+    try:
+        await engine.start()
+    except EngineUnavailable as exc:
+        yield refused(f"The engine is not available: {exc}")
+        return
+    system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+    turn = TurnRequest(session_id=sent.session_id, messages=system + [dict(m) for m in sent.messages],
+                       tools=tools, sampling=settings.sampling, video=budget_from(studio))
+    note = budget_note(studio, settings.sampling, sent.media)
+    reply = _Reply()
+    last = 0.0
+    current = sent
+
+    def snapshot() -> ChatSession:
+        message = reply.engine_message()
+        return replace(sent, messages=sent.messages + ((message,) if message else ()),
+                       display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
+
+    stream = engine.stream_turn(turn)
+    try:
+        async with contextlib.aclosing(stream):
+            async for delta in stream:
+                structural = reply.add(delta)
+                now = time.monotonic()
+                if structural or now - last >= settings.min_interval_s:
+                    last = now
+                    current = snapshot()
+                    yield ChatView(current, figures_md(reply, sent.media))
+    except TurnRejected as exc:
+        yield refused(str(exc))
+        return
+    except EngineUnavailable as exc:
+        yield refused(f"The engine is not available: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - shown in the chat, logged with its traceback
+        logger.exception("chat turn %s failed", turn.request_id)
+        current = snapshot()
+        error = {"role": "assistant", "content": f"{type(exc).__name__}: {exc}",
+                 "metadata": {"title": "⚠ The engine failed during this reply", "status": "done"}}
+        yield ChatView(replace(current, display=current.display + (error,)), f"⚠ engine error: {views.esc(exc)}",
+                       done=True)
+        return
+    current = snapshot()
+    figures = figures_md(reply, sent.media, budget_note=note)
+    if pending_calls(current):
+        figures += ("  \n**The model called a tool** — type a result and press *Send tool result*, or "
+                    "*Run example tool*, to continue the turn.")
+    yield ChatView(replace(current, figures=figures), figures, done=True)
+
+
+def example_tools_json(choice: str | None) -> str:
+    """The tools editor's text for one of ``EXAMPLE_CHOICES``."""
+    names = EXAMPLE_CHOICES.get(choice or "", [])
+    chosen = [t for t in EXAMPLE_TOOLS if t["function"]["name"] in names]
+    return json.dumps(chosen, indent=2, ensure_ascii=False) if chosen else ""
+
+
+def validate_tools_md(text: str | None) -> str:
+    try:
+        tools = parse_tools_json(text)
+    except ToolSchemaError as exc:
+        return f"⚠ **tools not usable:** {views.esc(exc)}"
+    if not tools:
+        return "No tools: the model answers in text."
+    names = ", ".join(f"`{t['function']['name']}`" for t in tools)
+    runnable = [t["function"]["name"] for t in tools if t["function"]["name"] in EXAMPLE_TOOL_NAMES]
+    tail = f" · example executor for {', '.join(runnable)}" if runnable else ""
+    return f"✓ {len(tools)} tool(s): {names}{tail}"
