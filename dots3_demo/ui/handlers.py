@@ -11,9 +11,8 @@ engine it explains how to attach one.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -317,25 +316,9 @@ def load_audio(profile: Profile, state: StudioState, path: str | None, source: s
     return Outcome(new, status, views={**audio_views(profile, new), **summary_views(profile, new)})
 
 
-# ---------------------------------------------------------------- chat seam
+# ---------------------------------------------------------------- chat (see dots3_demo.ui.chat)
 def chat_welcome(engine: Any) -> list[dict[str, str]]:
     """The chat's first message."""
     if engine is None:
         return [{"role": "assistant", "content": ENGINE_HELP}]
     return []
-
-
-async def chat_reply(
-    engine: Any, profile: Profile, state: StudioState, message: str, history: list[dict[str, Any]]
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """Compatibility wrapper: yields only the chat history of ``chat.send_message``.
-
-    The chat itself lives in :mod:`dots3_demo.ui.chat` (session, media, tools, figures); the app
-    wires ``chat.send_message`` / ``send_tool_results`` / ``regenerate`` directly.
-    """
-    from dots3_demo.ui import chat
-
-    session = replace(chat.new_session(), display=tuple(history or ()))
-    async with contextlib.aclosing(chat.send_message(engine, state, session, message, chat.ChatSettings())) as views_:
-        async for view in views_:
-            yield view.history

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from dots3_demo.inspection import VideoSettings, inspect_file
-from dots3_demo.ui import handlers
+from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.handlers import ENGINE_HELP, VIEW_KEYS
 
 
@@ -153,7 +153,8 @@ def test_initial_views_cover_every_output(profile):
 
 def test_chat_without_engine_explains_how_to_attach(profile):
     async def collect():
-        return [h async for h in handlers.chat_reply(None, profile, handlers.initial_state(1024), "hi", [])]
+        views = chat.send_message(None, handlers.initial_state(1024), chat.new_session(), "hi", chat.ChatSettings())
+        return [view.history async for view in views]
 
     (history,) = asyncio.run(collect())
     assert history[0] == {"role": "user", "content": "hi"}
