@@ -263,6 +263,14 @@ def torchcodec_problem() -> str | None:
     return None
 
 
+def _native_patches(orig_h: int, orig_w: int) -> int:
+    """28 px cells at the video's own size, rounded as vLLM's solver and frame decoder do."""
+    v = vllm_compat.video_module()
+    aligned_h = max(v._ALIGN, round(orig_h / v._ALIGN) * v._ALIGN)
+    aligned_w = max(v._ALIGN, round(orig_w / v._ALIGN) * v._ALIGN)
+    return (aligned_h // v._ALIGN) * (aligned_w // v._ALIGN)
+
+
 def solver_curve(
     duration: float, orig_h: int, orig_w: int, orig_fps: float, seq_length: int, scales: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -272,9 +280,7 @@ def solver_curve(
     checks that bisecting it here lands on vLLM's answer for many shapes and budgets.
     """
     v = vllm_compat.video_module()
-    aligned_h = max(v._ALIGN, round(orig_h / v._ALIGN) * v._ALIGN)
-    aligned_w = max(v._ALIGN, round(orig_w / v._ALIGN) * v._ALIGN)
-    orig_max_pf = (aligned_h // v._ALIGN) * (aligned_w // v._ALIGN)
+    orig_max_pf = _native_patches(orig_h, orig_w)
     fps_cap = min(v._FPS_CAP, max(orig_fps, 1e-6))
     pf_cap = min(v._PF_CEIL, max(orig_max_pf, v._PF_FLOOR))
     frame_cap = v._frame_hard_cap(seq_length)
@@ -487,10 +493,8 @@ def inspect_video_bytes(
     total_frames = int(getattr(meta, "num_frames", 0) or 0) or max(1, int(duration * (meta.average_fps or 25)))
     orig_fps = float(getattr(meta, "average_fps", 0) or 0) or 25.0
     num_frames, patch_cap = v._solve_degrade(visual_budget, duration, orig_h, orig_w, orig_fps, seq_length)
-    aligned = (max(v._ALIGN, round(orig_h / v._ALIGN) * v._ALIGN), max(v._ALIGN, round(orig_w / v._ALIGN) * v._ALIGN))
-    orig_max_pf = (aligned[0] // v._ALIGN) * (aligned[1] // v._ALIGN)
     target_h, target_w = v._compute_target_size(
-        orig_h, orig_w, v._PF_FLOOR * v._ALIGN**2, min(patch_cap, orig_max_pf) * v._ALIGN**2
+        orig_h, orig_w, v._PF_FLOOR * v._ALIGN**2, min(patch_cap, _native_patches(orig_h, orig_w)) * v._ALIGN**2
     )
     solver = SolverView(
         seq=settings.seq,
