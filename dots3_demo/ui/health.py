@@ -1,0 +1,137 @@
+"""Liveness and readiness for deployments: ``GET /healthz`` and ``GET /readyz``.
+
+Both answer the same JSON report (the engine state the chat's status line shows, as data)::
+
+    {"status": "ok", "ready": true, "engine": "preview", "message": "...", "model": null,
+     "profile": "preview (bundled)"}
+
+- ``/healthz`` (liveness) is 200 whenever the app's server answers; ``status`` is ``"ok"``.
+- ``/readyz`` (readiness) is 200 when the studio can do everything it was started for — preview
+  mode (no engine: the inspector is the whole app) or an engine that is ``ready`` — and 503 while
+  the engine is ``idle``, ``loading``, ``failed`` or ``stopped``; ``status`` is ``"ready"`` or
+  ``"not ready"``.
+- The engine starts lazily on the first chat message. A readiness probe asks for the engine, so
+  ``/readyz`` starts an ``idle`` engine in the background (the same idempotent ``start()`` the chat
+  calls): behind a probe the model loads when the container starts, not when the first user
+  writes. It never restarts a ``failed`` engine (a load that failed usually needs other flags).
+
+The report is plain functions (:func:`health_report`, :func:`readiness_status`), testable without
+a server; :func:`app_kwargs_with_health` adds the routes to the FastAPI app ``Blocks.launch``
+builds, through its ``app_kwargs`` lifespan, so they exist before the server takes a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+PREVIEW = "preview"  # the ``engine`` value when no engine is attached
+READY_STATES = frozenset({PREVIEW, "ready"})
+NO_STORE = {"Cache-Control": "no-store"}
+Lifespan = Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]  # FastAPI's lifespan=
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """What both routes answer (besides ``status``)."""
+
+    ready: bool
+    engine: str  # preview | idle | loading | ready | failed | stopped
+    message: str
+    model: str | None
+    profile: str
+
+    def as_json(self, status: str) -> dict[str, Any]:
+        """The response body, ``status`` first."""
+        return {"status": status, **asdict(self)}
+
+
+def engine_model(engine: Any) -> str | None:
+    """The model the engine serves: ``--model`` in-process, the endpoint's model name when remote."""
+    if engine is None:
+        return None
+    model = getattr(engine, "model", None) or getattr(getattr(engine, "engine_args", None), "model", None)
+    return None if model is None else str(model)
+
+
+def health_report(engine: Any, profile_name: str) -> HealthReport:
+    """The studio's state now. ``engine`` is a ``ChatEngine`` (anything with ``.status``) or None."""
+    if engine is None:
+        return HealthReport(True, PREVIEW, "no engine attached — preview mode (the inspector works)", None,
+                            profile_name)
+    status = engine.status
+    state = str(status.state)
+    return HealthReport(state in READY_STATES, state, str(status.message or ""), engine_model(engine), profile_name)
+
+
+def readiness_status(report: HealthReport) -> int:
+    """The HTTP status of ``/readyz``: 200 when ready, else 503."""
+    return 200 if report.ready else 503
+
+
+async def _start_quietly(engine: Any) -> None:
+    """``engine.start()``; a failure is already in ``engine.status`` (and logged by the engine)."""
+    try:
+        await engine.start()
+    except Exception as exc:  # noqa: BLE001 - the status says why; the probe keeps answering 503
+        logger.warning("engine start from the readiness probe failed: %s", exc)
+
+
+def mount_health_routes(app: Any, engine: Any, profile_name: str) -> None:
+    """Add ``GET/HEAD /healthz`` and ``/readyz`` to a FastAPI ``app`` (once; a relaunch is a no-op).
+
+    Gradio 6 has no catch-all route on its Python server, so routes added here are reached; they
+    sit outside Gradio's auth, like any probe endpoint.
+    """
+    from fastapi.responses import JSONResponse
+
+    if any(getattr(route, "path", None) == HEALTH_PATH for route in app.router.routes):
+        return
+    starting: set[asyncio.Task[None]] = set()  # strong references until each start finishes
+
+    async def healthz() -> JSONResponse:
+        report = health_report(engine, profile_name)
+        return JSONResponse(report.as_json("ok"), status_code=200, headers=NO_STORE)
+
+    async def readyz() -> JSONResponse:
+        report = health_report(engine, profile_name)
+        if report.engine == "idle" and not starting:
+            task = asyncio.get_running_loop().create_task(_start_quietly(engine))
+            starting.add(task)
+            task.add_done_callback(starting.discard)
+        return JSONResponse(report.as_json("ready" if report.ready else "not ready"),
+                            status_code=readiness_status(report), headers=NO_STORE)
+
+    app.add_api_route(HEALTH_PATH, healthz, methods=["GET", "HEAD"], include_in_schema=False)
+    app.add_api_route(READY_PATH, readyz, methods=["GET", "HEAD"], include_in_schema=False)
+
+
+def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: Any, profile_name: str) -> dict[str, Any]:
+    """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up.
+
+    ``launch()`` builds a new FastAPI app each time; its lifespan runs before uvicorn serves a
+    request, so the routes are there from the first probe. A lifespan already in ``app_kwargs``
+    still runs (inside ours).
+    """
+    kwargs = dict(app_kwargs or {})
+    inner: Lifespan | None = kwargs.get("lifespan")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        mount_health_routes(app, engine, profile_name)
+        if inner is None:
+            yield None
+        else:
+            async with inner(app) as state:
+                yield state
+
+    kwargs["lifespan"] = lifespan
+    return kwargs

@@ -1,0 +1,1 @@
+"""Deployment checks: the Dockerfile, the Hugging Face Space config, the health routes."""
