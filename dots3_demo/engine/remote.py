@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import mimetypes
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -107,7 +108,7 @@ class RemoteEngine:
 
         self._status = EngineStatus("loading", f"connecting to {self.endpoint}")
         try:
-            self._client = AsyncOpenAI(base_url=self.endpoint, api_key=self._api_key or "EMPTY", timeout=self._timeout)
+            self._client = AsyncOpenAI(base_url=self.endpoint, api_key=self._api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY", timeout=self._timeout)
             models = await self._client.models.list()
             listed = list(models.data)
             if self.model is None:

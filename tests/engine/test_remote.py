@@ -133,3 +133,24 @@ def test_unreachable_endpoint_fails_cleanly():
         assert engine.status.state == "failed"
 
     asyncio.run(main())
+
+
+def test_api_key_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    captured = {}
+
+    async def main():
+        server = Server([_chunk({"content": "ok"}), _chunk({}, finish="stop")])
+        runner, url = await _serve(server)
+        try:
+            engine = RemoteEngine(url)
+            await engine.start()
+            [d async for d in engine.stream_turn(TurnRequest(session_id="k", messages=[
+                {"role": "user", "content": "x"}]))]
+            await engine.shutdown()
+            captured.update(server.requests[0][0])
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+    assert captured["authorization"] == "Bearer sk-from-env"

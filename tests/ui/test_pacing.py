@@ -1,0 +1,101 @@
+"""The UI-update budget shared by streaming replies, and what the chat events send per update."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import gradio as gr
+
+from dots3_demo.engine.inprocess import InProcessEngine
+from dots3_demo.ui import app as ui_app
+from dots3_demo.ui import chat, handlers
+from dots3_demo.ui.pacing import StreamPacer
+from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
+
+SEQ = 32768
+
+
+def _engine(double: ScriptedAsyncLLM) -> InProcessEngine:
+    return scripted_engine(double, max_num_seqs=8, max_model_len=SEQ)
+
+
+def test_interval_grows_with_replies_in_flight():
+    pacer = StreamPacer(min_interval_s=0.03, max_updates_per_s=100.0)
+    assert pacer.interval() == 0.03
+    with pacer.streaming(), pacer.streaming():
+        assert pacer.active == 2 and pacer.interval() == 0.03  # 2 / 100 s is below the floor
+        with pacer.streaming():
+            for _ in range(7):
+                pacer.active += 1  # ten in flight
+            assert abs(pacer.interval() - 0.10) < 1e-9
+            pacer.active -= 7
+    assert pacer.active == 0
+
+
+def test_streaming_counter_survives_errors():
+    pacer = StreamPacer()
+    try:
+        with pacer.streaming():
+            raise RuntimeError("engine died")
+    except RuntimeError:
+        pass
+    assert pacer.active == 0
+
+
+def _count_views(pacer: StreamPacer, deltas: int) -> list[chat.ChatView]:
+    double = ScriptedAsyncLLM([f"w{i} " for i in range(deltas)], delay_s=0.002)
+    settings = replace(chat.ChatSettings(), pacer=pacer)
+
+    async def main():
+        agen = chat.send_message(_engine(double), handlers.initial_state(SEQ), chat.new_session(), "hi", settings)
+        return [view async for view in agen]
+
+    return asyncio.run(main())
+
+
+def test_busy_app_sends_fewer_updates_per_reply_and_loses_nothing():
+    quiet = _count_views(StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9), 60)
+    busy_pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=10.0)
+    busy_pacer.active = 9  # nine other replies in flight: 1 s between this reply's updates
+    busy = _count_views(busy_pacer, 60)
+    expected = "".join(f"w{i} " for i in range(60))
+    for views in (quiet, busy):
+        texts = [m["content"] for m in views[-1].session.display if m["role"] == "assistant"]
+        assert texts[-1] == expected and views[-1].done
+    assert len(quiet) > 30 and len(busy) <= 4  # sending…, first text, (maybe one timed), final
+    assert busy_pacer.active == 9  # this reply's slot was given back
+
+
+def test_streamed_steps_carry_no_component_updates():
+    """Each streamed step is plain values (a component update costs Gradio a constructor call per
+    step): Send is disabled by ``lock_send`` before the event and re-enabled by the settle step."""
+    double = ScriptedAsyncLLM([f"w{i} " for i in range(12)], delay_s=0.002)
+    engine = _engine(double)
+    pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9)
+
+    async def main():
+        agen = ui_app.on_chat(engine, pacer, handlers.initial_state(SEQ), chat.new_session(), "hi",
+                              "sys", "", 0.7, 0.95, -1, 64, -1, 1.0)
+        return [outputs async for outputs in agen]
+
+    outputs = asyncio.run(main())
+    assert len(outputs) > 5 and all(len(o) == 6 for o in outputs)
+    assert outputs[0][2] == "" and all(o[2] == gr.skip() for o in outputs[1:])  # box cleared once, then left alone
+    assert not any(isinstance(value, gr.components.Component) for o in outputs for value in o)
+    assert ui_app.lock_send(engine).interactive is False and ui_app.lock_send(None) == gr.skip()
+    settled = ui_app.on_chat_settle(engine, outputs[-1][1])
+    assert settled[-1].interactive is True
+
+
+def test_chat_events_lock_send_first_and_stream_without_it():
+    from dots3_demo.profiles import load_profile
+
+    engine = _engine(ScriptedAsyncLLM(["x"]))
+    demo = ui_app.build_interface(load_profile(), engine, seq=SEQ)
+    send = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chat-send")
+    for name in ("chat", "chat_submit", "regenerate", "tool_result", "run_example_tool"):
+        fn = next(f for f in demo.fns.values() if f.api_name == name)
+        assert send not in fn.outputs and len(fn.outputs) == 6
+        before = [f for f in demo.fns.values() if f.outputs == [send] and not f.queue]
+        assert any(f.trigger_after is None and fn.trigger_after == f._id for f in before), name
