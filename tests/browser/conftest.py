@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,15 +19,22 @@ SHOTS = Path("/tmp/shots")
 SEQ = 32768
 
 
-@pytest.fixture(scope="session")
-def studio_url(profile):
+@contextlib.contextmanager
+def serve(profile, engine=None) -> Iterator[str]:
+    """The studio on a free loopback port (``engine=None``: preview mode); yields its URL."""
     from dots3_demo.ui import launch_app
 
-    demo = launch_app(profile, None, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True)
+    demo = launch_app(profile, engine, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="session")
+def studio_url(profile):
+    with serve(profile) as url:
+        yield url
 
 
 # Module scope: playwright's sync API keeps an event loop running on the main thread while it is

@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from dots3_demo.engine.inprocess import InProcessEngine
-from tests.browser.conftest import SEQ
-from tests.engine.doubles import ScriptedAsyncLLM
+from tests.browser.conftest import serve
+from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
 
 pytestmark = pytest.mark.browser
 
@@ -39,12 +38,6 @@ def script(engine_input) -> list[str]:
     return [f"{word}-{i} " for i in range(1, count + 1)]
 
 
-class _Args:
-    model = "scripted"
-    mm_processor_cache_gb = 0
-    max_model_len = SEQ
-    max_num_seqs = 4
-
 
 @pytest.fixture(scope="module")
 def double():
@@ -53,14 +46,8 @@ def double():
 
 @pytest.fixture(scope="module")
 def chat_url(profile, double):
-    from dots3_demo.ui import launch_app
-
-    engine = InProcessEngine(_Args(), engine_factory=lambda args: double)
-    demo = launch_app(profile, engine, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True)
-    try:
-        yield demo.local_url.rstrip("/")
-    finally:
-        demo.close()
+    with serve(profile, scripted_engine(double)) as url:
+        yield url
 
 
 def _open(chromium, url):
@@ -119,7 +106,11 @@ def test_reply_streams_in_progressively(page, double, shots_dir):
     _wait_text(page, "alpha-3", absent=f"alpha-{WORDS}")  # a partial bubble…
     partial = _chat_text(page)
     assert "alpha-1" in partial and f"alpha-{WORDS}" not in partial
+    # Send stays disabled while the reply streams (mid-stream updates carry its label as a plain value)
+    _wait_text(page, "alpha-6", absent=f"alpha-{WORDS}")
+    assert not page.locator("#chat-send").is_enabled()
     _wait_text(page, f"alpha-{WORDS}")  # …then the final one
+    page.wait_for_function("() => !document.querySelector('#chat-send').disabled")
     page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('finish')")
     figures = page.locator("#chat-figures").inner_text()
     assert "finish stop" in figures and "TTFT" in figures and "output" in figures

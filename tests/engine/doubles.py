@@ -117,3 +117,12 @@ class ScriptedAsyncLLM:
 
     def shutdown(self):
         self.shutdown_called = True
+
+
+def scripted_engine(double: Any, *, max_num_seqs: int = 4, max_model_len: int = 32768) -> Any:
+    """The product's ``InProcessEngine`` over a scripted double, with the engine args it reads."""
+    from dots3_demo.engine.inprocess import InProcessEngine
+
+    args = SimpleNamespace(model="scripted", mm_processor_cache_gb=0, max_model_len=max_model_len,
+                           max_num_seqs=max_num_seqs)
+    return InProcessEngine(args, engine_factory=lambda _args: double)
