@@ -66,6 +66,12 @@ def load_audio_as_vllm(path: Path, profile: Profile) -> tuple[np.ndarray, int, i
     channels = 1 if audio.ndim == 1 else int(min(audio.shape))  # vLLM's loader may already mix down
     if audio.size == 0:
         raise InspectionError("the audio has no samples (0 s)")
+    not_finite = int(audio.size - np.count_nonzero(np.isfinite(audio)))
+    if not_finite:  # a float WAV can carry them; the model's features would be NaN
+        raise InspectionError(
+            f"the audio holds {not_finite:,} samples that are NaN or infinite (a corrupt float file); "
+            "the model cannot use it"
+        )
     items = profile.info.get_data_parser().parse_mm_data({"audio": [(audio, float(sample_rate))]})
     waveform = np.asarray(items.get_items("audio", AudioProcessorItems).get(0), dtype=np.float32)
     return waveform, int(round(sample_rate)), channels

@@ -41,6 +41,7 @@ class VideoSettings:
     audio_cap: float = 1.0
     k_mode: str = "eval_ek"
     question: str = ""  # seeds the ``logk`` grouping only
+    problem: str = ""  # set by a UI whose controls held no usable number: ``validate`` raises it
 
     @property
     def configured_reserve(self) -> int:
@@ -52,6 +53,8 @@ class VideoSettings:
 
     def validate(self) -> None:
         """Raise ``InspectionError`` for settings vLLM would reject, in plain words."""
+        if self.problem:
+            raise InspectionError(self.problem)
         if self.seq <= 0:
             raise InspectionError(f"seq must be positive, got {self.seq}")
         if self.output_reserve is not None and self.output_reserve < 0:

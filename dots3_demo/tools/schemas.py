@@ -29,26 +29,48 @@ def parse_tools_json(text: str | None) -> list[dict[str, Any]]:
     if text is None or not text.strip():
         return []
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ToolSchemaError(
             f"tools are not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
         ) from exc
+    except ToolSchemaError:
+        raise
+    except RecursionError:
+        raise ToolSchemaError("tools JSON is nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's 4,300-digit limit
+        raise ToolSchemaError(f"tools JSON holds a value that cannot be read: {exc}") from None
     if isinstance(data, dict):
         data = [data]
     return validate_tools(data)
 
 
+def _reject_constant(name: str) -> Any:
+    """``json.loads`` hook: Python reads ``NaN`` / ``Infinity``, but they are not JSON."""
+    raise ToolSchemaError(f"tools JSON holds {name}, which JSON does not allow (use a number or null)")
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``array``, ``string`` …), for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
+
+
 def validate_tools(tools: Any) -> list[dict[str, Any]]:
     """Validate a list of tools and return it in the canonical ``{"type": "function", ...}`` form."""
     if not isinstance(tools, list):
-        raise ToolSchemaError(f"tools must be a JSON array, got {type(tools).__name__}")
+        raise ToolSchemaError(f"tools must be a JSON array, got {json_type(tools)}")
     result: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, tool in enumerate(tools):
         where = f"tool #{index + 1}"
         if not isinstance(tool, dict):
-            raise ToolSchemaError(f"{where}: must be an object, got {type(tool).__name__}")
+            raise ToolSchemaError(f"{where}: must be an object, got {json_type(tool)}")
         if "function" in tool or "type" in tool:
             if tool.get("type", "function") != "function":
                 raise ToolSchemaError(f"{where}: type must be \"function\", got {tool.get('type')!r}")
@@ -58,8 +80,10 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
         if not isinstance(function, dict):
             raise ToolSchemaError(f"{where}: \"function\" must be an object")
         name = function.get("name")
-        if not isinstance(name, str) or not name:
+        if name is None or name == "":
             raise ToolSchemaError(f"{where}: function.name is missing")
+        if not isinstance(name, str):
+            raise ToolSchemaError(f"{where}: function.name must be a string, got {json_type(name)}")
         where = f"tool #{index + 1} ({name})"
         if not _NAME_RE.match(name):
             raise ToolSchemaError(f"{where}: name may use only letters, digits, _ and - (1-64 chars)")
