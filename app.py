@@ -8,6 +8,7 @@ Run commands::
     python app.py --model /path/to/profile --endpoint http://gpu-host:8000/v1
     python app.py inspect clip.mp4 photo.png --json          # what the model sees, as JSON
     python app.py --help
+    DOTS3_STUDIO_ARGS="--endpoint http://gpu-host:8000/v1" python app.py   # flags from the environment
 
 With no engine attached the studio runs in preview mode: the inspector works, the chat says how
 to attach an engine. It never invents an answer.
@@ -17,10 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
+from dots3_demo.inspection.limits import add_limit_arguments, limits_from_args
 from dots3_demo.inspection.video import DEFAULT_SEQ
+
+ENV_ARGS = "DOTS3_STUDIO_ARGS"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -32,22 +37,35 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         description="Dots3 NOTE Studio: a browser demo for vLLM's dots3_note omni model. "
         "Sub-command: `python app.py inspect FILE... --json` prints what the model sees. "
         "--model names a checkpoint or a config-only profile folder (default: the bundled "
-        "preview profile); the engine runs only with --engine inprocess or --endpoint URL.",
+        "preview profile); the engine runs only with --engine inprocess or --endpoint URL. "
+        f"Flags may also come from ${ENV_ARGS} (read first; the command line wins).",
     )
     studio = parser.add_argument_group("Dots3 NOTE Studio")
-    studio.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    studio.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
+    studio.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to serve on (default $GRADIO_SERVER_NAME, else 127.0.0.1)")
+    studio.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                        help="port to serve on (default $GRADIO_SERVER_PORT, else 7860)")
     studio.add_argument(
         "--seq", type=int, default=None,
         help=f"default video budget in the UI (default: the engine's max_model_len, else {DEFAULT_SEQ})",
     )
+    add_limit_arguments(studio)  # --max-file-size, --max-video-seconds, --max-video-resolution, …
     add_engine_cli_args(parser)
     parser.set_defaults(model=None)  # vLLM's own default names a hub model; ours is the preview profile
     return parser.parse_args(list(argv))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def arguments(argv: Sequence[str] | None = None) -> list[str]:
+    """The command line, after the flags in ``$DOTS3_STUDIO_ARGS`` (for hosts that cannot pass
+    arguments, e.g. a Hugging Face Gradio Space: set it as a Space variable). Later flags win."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "inspect":
+        return argv
+    return shlex.split(os.environ.get(ENV_ARGS, "")) + argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = arguments(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     if argv and argv[0] == "inspect":
         from dots3_demo.cli import main_inspect
@@ -65,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     engine = build_engine(args)
     seq = args.seq or getattr(args, "max_model_len", None) or DEFAULT_SEQ
-    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq)
+    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args))
     return 0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from dots3_demo.inspection.audio import AudioReport, inspect_audio_probe
 from dots3_demo.inspection.errors import InspectionError
 from dots3_demo.inspection.image import ImageReport, inspect_image_probe
+from dots3_demo.inspection.limits import UploadLimits, check_limits
 from dots3_demo.inspection.probe import DEFAULT_MAX_IMAGE_PIXELS, Kind, MediaProbe, probe_file, require_kind
 from dots3_demo.inspection.video import (
     K_MODES,
@@ -25,7 +26,7 @@ Report = ImageReport | AudioReport | VideoReport
 
 __all__ = [
     "AudioReport", "ImageReport", "InspectionError", "K_MODES", "MediaProbe", "Report",
-    "VideoReport", "VideoSettings", "inspect_file", "probe_file", "report_to_json",
+    "UploadLimits", "VideoReport", "VideoSettings", "inspect_file", "probe_file", "report_to_json",
 ]
 
 
@@ -36,12 +37,19 @@ def inspect_file(
     *,
     expected: Kind | None = None,
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    limits: UploadLimits | None = None,
     progress: Progress | None = None,
 ) -> Report:
-    """Inspect one upload; ``expected`` makes a panel refuse the wrong kind of media."""
-    probe = probe_file(path, max_image_pixels=max_image_pixels)
+    """Inspect one upload; ``expected`` makes a panel refuse the wrong kind of media.
+
+    ``limits`` (the web app's ``UploadLimits``) are checked on the file's header, before any
+    decoding; they replace ``max_image_pixels``.
+    """
+    probe = probe_file(path, max_image_pixels=0 if limits is not None else max_image_pixels)
     if expected is not None:
         require_kind(probe, expected)
+    if limits is not None:
+        check_limits(probe, limits)
     if probe.kind == "image":
         return inspect_image_probe(probe, profile)
     if probe.kind == "audio":

@@ -8,18 +8,21 @@ and raise the ``gr.Warning`` toast for errors. No globals, no model loading at i
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import gradio as gr
 
+from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES
 from dots3_demo.profiles import Profile
-from dots3_demo.ui import chat, handlers, style, views
+from dots3_demo.ui import chat, examples, handlers, style, views
 from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
+from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.health import app_kwargs_with_health
 
 TITLE = "Dots3 NOTE Studio"
-MAX_FILE_SIZE = "500mb"
 # One inspection at a time, app-wide. Besides CPU-bound decoding gaining nothing from overlap on small
 # hosts, this is what keeps a session's gr.State consistent: every event reads the state when it starts
 # and writes it when it ends, so two events of one session running at once (a video still decoding
@@ -52,28 +55,29 @@ def _progress_adapter(progress: gr.Progress):
 
 
 # ---------------------------------------------------------------- callbacks (bound with partial)
+# ``limits`` is keyword-only and bound with ``partial``: Gradio fills only positional parameters.
 def on_video(profile: Profile, state: StudioState, path: str | None, seq, auto, reserve, max_new, cap, k_mode,
-             progress=gr.Progress()):
+             progress=gr.Progress(), *, limits: UploadLimits = UploadLimits()):
     settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
-    return _emit(handlers.load_video(profile, state, path, settings, _progress_adapter(progress)))
+    return _emit(handlers.load_video(profile, state, path, settings, _progress_adapter(progress), limits=limits))
 
 
 def on_settings(profile: Profile, state: StudioState, seq, auto, reserve, max_new, cap, k_mode,
-                progress=gr.Progress()):
+                progress=gr.Progress(), *, limits: UploadLimits = UploadLimits()):
     settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
-    return _emit(handlers.resolve(profile, state, settings, _progress_adapter(progress)))
+    return _emit(handlers.resolve(profile, state, settings, _progress_adapter(progress), limits=limits))
 
 
-def on_images(profile: Profile, state: StudioState, paths):
-    return _emit(handlers.load_images(profile, state, paths))
+def on_images(profile: Profile, state: StudioState, paths, *, limits: UploadLimits = UploadLimits()):
+    return _emit(handlers.load_images(profile, state, paths, limits=limits))
 
 
-def on_audio_file(profile: Profile, state: StudioState, path):
-    return _emit(handlers.load_audio(profile, state, path, "file"))
+def on_audio_file(profile: Profile, state: StudioState, path, *, limits: UploadLimits = UploadLimits()):
+    return _emit(handlers.load_audio(profile, state, path, "file", limits=limits))
 
 
-def on_audio_mic(profile: Profile, state: StudioState, path):
-    return _emit(handlers.load_audio(profile, state, path, "microphone"))
+def on_audio_mic(profile: Profile, state: StudioState, path, *, limits: UploadLimits = UploadLimits()):
+    return _emit(handlers.load_audio(profile, state, path, "microphone", limits=limits))
 
 
 def on_segment(state: StudioState, index):
@@ -97,38 +101,62 @@ def on_reserve_auto(auto: bool):
     return gr.Slider(interactive=not auto)
 
 
-def _chat_emit(engine: Any, view: chat.ChatView) -> tuple[Any, ...]:
-    """``(chatbot, session, input box, tool panel, figures, engine status, send button)``."""
-    return (view.history, view.session, "" if view.clear_input else gr.skip(), view.tool_rows, view.figures,
-            chat.engine_status_md(engine), gr.Button(interactive=view.done))
+async def _relay(engine: Any, replies: Any):
+    """Chat views → ``(chatbot, session, input box, tool panel, figures, engine status)``.
+
+    The Send button is not an output of the streaming event: ``lock_send`` disables it before the
+    event starts and ``on_chat_settle`` enables it after. Gradio builds a new component object for
+    every component update in every streamed step, so leaving it out keeps each step cheap.
+    """
+    async with contextlib.aclosing(replies) as stream:
+        async for view in stream:
+            yield (view.history, view.session, "" if view.clear_input else gr.skip(), view.tool_rows, view.figures,
+                   chat.engine_status_md(engine))
 
 
-async def on_chat(engine: Any, studio: StudioState, session: chat.ChatSession, message: str, *controls):
-    settings = chat.settings_from_controls(*controls)
-    async with contextlib.aclosing(chat.send_message(engine, studio, session, message, settings)) as views:
-        async for view in views:
-            yield _chat_emit(engine, view)
+def lock_send(engine: Any):
+    """Disable Send while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
+    return gr.skip() if engine is None else gr.Button(interactive=False)
 
 
-async def on_regenerate(engine: Any, studio: StudioState, session: chat.ChatSession, _box: str, *controls):
-    settings = chat.settings_from_controls(*controls)
-    async with contextlib.aclosing(chat.regenerate(engine, studio, session, settings)) as views:
-        async for view in views:
-            yield _chat_emit(engine, view)
+def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
+    return replace(chat.settings_from_controls(*controls), pacer=pacer)
 
 
-async def on_tool_result(engine: Any, studio: StudioState, session: chat.ChatSession, result: str, *controls):
-    settings = chat.settings_from_controls(*controls)
-    async with contextlib.aclosing(chat.send_tool_results(engine, studio, session, settings, result=result)) as views:
-        async for view in views:
-            yield _chat_emit(engine, view)
+async def on_chat(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, message: str,
+                  *controls):
+    settings = _chat_settings(pacer, controls)
+    replies = chat.send_message(engine, studio, session, message, settings)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
 
 
-async def on_run_tool(engine: Any, studio: StudioState, session: chat.ChatSession, _box: str, *controls):
-    settings = chat.settings_from_controls(*controls)
-    async with contextlib.aclosing(chat.send_tool_results(engine, studio, session, settings, run_examples=True)) as views:
-        async for view in views:
-            yield _chat_emit(engine, view)
+async def on_regenerate(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, _box: str,
+                        *controls):
+    settings = _chat_settings(pacer, controls)
+    replies = chat.regenerate(engine, studio, session, settings)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
+
+
+async def on_tool_result(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
+                         result: str, *controls):
+    settings = _chat_settings(pacer, controls)
+    replies = chat.send_tool_results(engine, studio, session, settings, result=result)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
+
+
+async def on_run_tool(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, _box: str,
+                      *controls):
+    settings = _chat_settings(pacer, controls)
+    replies = chat.send_tool_results(engine, studio, session, settings, run_examples=True)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
 
 
 def on_chat_settle(engine: Any, session: chat.ChatSession):
@@ -167,17 +195,20 @@ def queue_size(engine: Any) -> int:
 
 
 # ---------------------------------------------------------------- layout
-def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blocks:
+def build_interface(profile: Profile, engine: Any = None, *, seq: int,
+                    limits: UploadLimits = UploadLimits()) -> gr.Blocks:
     """Lay out the studio and wire its events. ``seq`` is the budget slider's default
-    (the engine's ``max_model_len`` once one is attached)."""
+    (the engine's ``max_model_len`` once one is attached); ``limits`` are what uploads may be."""
     seq = int(seq)
     state0 = handlers.initial_state(seq)
     initial = handlers.all_views(profile, state0)
     chat_on = handlers.chat_enabled(engine)
+    pacer = StreamPacer()  # this app's UI-update budget, shared by the replies in flight
 
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         state = gr.State(state0)
         gr.HTML(views.header_html(profile, handlers.engine_status(engine)), elem_id="d3-header", padding=False)
+        examples_row = gr.Row(elem_id="examples-row")  # filled below, once the chat box and tools editor exist
         with gr.Row(equal_height=False):
             # ------------------------------------------------ inputs
             with gr.Column(scale=4, min_width=300):
@@ -196,7 +227,7 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                 summary = gr.HTML(initial["summary"], elem_id="summary")
             # ------------------------------------------------ what the model sees
             with gr.Column(scale=11, min_width=560):
-                with gr.Tabs(elem_id="views"):
+                with gr.Tabs(elem_id="views") as view_tabs:
                     with gr.Tab("Frames", id="frames", elem_id="tab-frames"):
                         frames_info = gr.Markdown(initial["frames_info"], elem_id="frames-info")
                         frames_gallery = gr.Gallery(
@@ -276,7 +307,8 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                         )
                         send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on,
                                          elem_id="chat-send")
-                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop")
+                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop",
+                                         interactive=chat_on)
                     with gr.Row():
                         regen = gr.Button("↻ Regenerate", size="sm", elem_id="chat-regen", interactive=chat_on)
                         clear = gr.Button("Clear chat", size="sm", elem_id="chat-clear")
@@ -307,10 +339,14 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                                               wrap=True, label="Tool calls", max_height=220, elem_id="tool-panel",
                                               column_widths=["22%", "34%", "20%", "24%"])
                     tool_result = gr.Textbox(label="Tool result (answers the first waiting call)", lines=2,
-                                             placeholder='{"temperature": 21}', elem_id="tool-result")
+                                             placeholder='{"temperature": 21}', elem_id="tool-result",
+                                             interactive=chat_on)
                     with gr.Row():
-                        tool_send = gr.Button("Send tool result", size="sm", elem_id="tool-send")
-                        tool_run = gr.Button("Run example tool", size="sm", elem_id="tool-run")
+                        tool_send = gr.Button("Send tool result", size="sm", elem_id="tool-send", interactive=chat_on)
+                        tool_run = gr.Button("Run example tool", size="sm", elem_id="tool-run", interactive=chat_on)
+
+        with examples_row:  # one click fills the upload panels (their .change inspects), chat box, tools
+            examples.add_examples(video, images, audio_file, chat_box, tools_code, view_tabs=view_tabs)
 
         # ---------------------------------------------------- wiring
         components = {
@@ -326,25 +362,26 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
         controls = [seq_slider, reserve_auto, reserve, max_new, audio_cap, k_mode]
         common = dict(outputs=outputs, concurrency_limit=INSPECT_CONCURRENCY, concurrency_id="inspect")
 
-        video.change(partial(on_video, profile), [state, video, *controls], api_name="inspect_video",
+        video.change(partial(on_video, profile, limits=limits), [state, video, *controls], api_name="inspect_video",
                      show_progress="full", **common)
         for trigger, name in ((seq_slider.release, "set_seq"), (max_new.release, "set_max_new_tokens"),
                               (reserve.release, "set_reserve"), (audio_cap.release, "set_audio_cap"),
                               (k_mode.input, "set_k_mode"), (reserve_auto.input, "set_reserve_auto")):
-            trigger(partial(on_settings, profile), [state, *controls], api_name=name,
+            trigger(partial(on_settings, profile, limits=limits), [state, *controls], api_name=name,
                     show_progress="minimal", **common)
         reserve_auto.change(on_reserve_auto, reserve_auto, reserve, api_name="reserve_auto_toggle",
                             api_visibility="private", queue=False)
-        images.change(partial(on_images, profile), [state, images], api_name="inspect_images", **common)
-        audio_file.change(partial(on_audio_file, profile), [state, audio_file], api_name="inspect_audio", **common)
-        audio_mic.change(partial(on_audio_mic, profile), [state, audio_mic], api_name="inspect_recording",
+        images.change(partial(on_images, profile, limits=limits), [state, images], api_name="inspect_images", **common)
+        audio_file.change(partial(on_audio_file, profile, limits=limits), [state, audio_file],
+                          api_name="inspect_audio", **common)
+        audio_mic.change(partial(on_audio_mic, profile, limits=limits), [state, audio_mic], api_name="inspect_recording",
                          **common)
         segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
         groups_df.select(on_group_select, state, segment_pick, api_name="group_select", api_visibility="private")
         # The engine plans the video with max_new_tokens = the sampling max tokens: mirror it in the Budget tab.
         gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, max_new, api_visibility="private",
               queue=False).then(
-            partial(on_settings, profile), [state, *controls], api_name="sync_max_new_tokens",
+            partial(on_settings, profile, limits=limits), [state, *controls], api_name="sync_max_new_tokens",
             api_visibility="private", show_progress="hidden", **common)
         tool_example.input(chat.example_tools_json, tool_example, tools_code, api_visibility="private", queue=False)
         tools_code.change(chat.validate_tools_md, tools_code, tools_md, api_visibility="private", queue=False)
@@ -356,15 +393,20 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
                            show_progress="minimal")
         chat_in = [state, chat_session, chat_box, *chat_controls]
         tool_in = [state, chat_session, tool_result, *chat_controls]
+        locked = dict(fn=partial(lock_send, engine), inputs=None, outputs=send, queue=False,
+                      api_visibility="private", show_progress="hidden")
+        stream_chat, stream_tool = chat_out[:-1], tool_out[:-1]  # all but Send: see _relay
         events = [
-            send.click(partial(on_chat, engine), chat_in, chat_out, api_name="chat", **chat_common),
-            chat_box.submit(partial(on_chat, engine), chat_in, chat_out, api_name="chat_submit",
-                            api_visibility="private", **chat_common),
-            regen.click(partial(on_regenerate, engine), chat_in, chat_out, api_name="regenerate", **chat_common),
-            tool_send.click(partial(on_tool_result, engine), tool_in, tool_out, api_name="tool_result",
-                            **chat_common),
-            tool_run.click(partial(on_run_tool, engine), tool_in, tool_out, api_name="run_example_tool",
-                           **chat_common),
+            send.click(**locked).then(partial(on_chat, engine, pacer), chat_in, stream_chat, api_name="chat",
+                                      **chat_common),
+            chat_box.submit(**locked).then(partial(on_chat, engine, pacer), chat_in, stream_chat,
+                                           api_name="chat_submit", api_visibility="private", **chat_common),
+            regen.click(**locked).then(partial(on_regenerate, engine, pacer), chat_in, stream_chat,
+                                       api_name="regenerate", **chat_common),
+            tool_send.click(**locked).then(partial(on_tool_result, engine, pacer), tool_in, stream_tool,
+                                           api_name="tool_result", **chat_common),
+            tool_run.click(**locked).then(partial(on_run_tool, engine, pacer), tool_in, stream_tool,
+                                          api_name="run_example_tool", **chat_common),
         ]
         for event, out in zip(events, [chat_out] * 3 + [tool_out] * 2):  # no red "Error" badge after Stop
             event.then(partial(on_chat_settle, engine), chat_session, [o for o in out if o is not chat_session],
@@ -376,16 +418,29 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int) -> gr.Blo
     return demo
 
 
-def launch_options() -> dict[str, Any]:
+# Model output is rendered by the Chatbot, whose sanitizer removes anything that can run script but
+# keeps plain images, links and forms. This policy stops what is left from reaching other sites:
+# a Markdown image pointing elsewhere (how a prompt-injected reply leaks the conversation in a URL)
+# never loads, and a form in a reply cannot submit outside the app. Everything the studio itself
+# shows (frames, plots, uploads) comes from its own origin or data:/blob: URLs.
+CONTENT_SECURITY_POLICY = "img-src 'self' data: blob:; media-src 'self' data: blob:; form-action 'self'"
+
+
+def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
-    return {"theme": style.theme(), "css": style.CSS, "max_file_size": MAX_FILE_SIZE}
+    head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+    return {"theme": style.theme(), "css": style.CSS, "head": head, "max_file_size": limits.max_file_bytes}
 
 
 def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1", port: int | None = 7860,
-               seq: int, **launch_kwargs: Any):
-    """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed)."""
-    demo = build_interface(profile, engine, seq=seq)
+               seq: int, limits: UploadLimits = UploadLimits(), **launch_kwargs: Any):
+    """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed).
+
+    ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest)."""
+    demo = build_interface(profile, engine, seq=seq, limits=limits)
     demo.queue(max_size=queue_size(engine))
-    options = {**launch_options(), "server_name": host, "server_port": port, **launch_kwargs}
+    options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
+    # GET /healthz and /readyz (dots3_demo.ui.health), mounted when the server starts.
+    options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name)
     result = demo.launch(**options)
     return demo if launch_kwargs.get("prevent_thread_lock") else result

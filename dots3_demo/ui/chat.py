@@ -14,8 +14,10 @@ It holds two views of the same conversation:
 tab (``GeneratorExit`` at a yield) leaves the session at the last snapshot. The engine stream is
 wrapped in ``aclosing`` at every level (callers must do the same when they relay these
 generators): whichever way the generator ends early, the engine adapter's ``finally`` aborts the
-request at once rather than when the garbage collector finalizes an abandoned generator. Yields are coalesced to at most one per ``min_interval_s`` (structural changes
-— first text, a tool call appearing or completing, the end — are always yielded at once).
+request at once rather than when the garbage collector finalizes an abandoned generator. Yields
+are coalesced to at most one per interval — the app's :class:`~dots3_demo.ui.pacing.StreamPacer`
+shares an update budget among the replies in flight; structural changes (first text, a tool call
+appearing or completing, the end) are always yielded at once.
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ from dots3_demo.engine.protocol import (
 )
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
 from dots3_demo.ui import views
+from dots3_demo.ui.handlers import control_number
+from dots3_demo.ui.pacing import StreamPacer
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 MIN_YIELD_INTERVAL_S = 0.03  # coalesce engine deltas: at most ~33 UI updates per second per session
 TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
+TOOL_NAMES_SHOWN = 12  # the tools status line names at most this many
 EXAMPLE_TOOL_NAMES = tuple(t["function"]["name"] for t in EXAMPLE_TOOLS)
 EXAMPLE_CHOICES = {
     "weather": ["get_weather"],
@@ -110,23 +115,40 @@ class ChatSettings:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     tools_json: str = ""
-    min_interval_s: float = MIN_YIELD_INTERVAL_S
+    min_interval_s: float = MIN_YIELD_INTERVAL_S  # without a pacer
+    problem: str = ""  # a control that is not a usable number: every turn is refused with this message
+    pacer: StreamPacer | None = None  # the app's: update intervals shared among the replies in flight
 
 
 def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
                            top_k: float, max_tokens: float, seed: float | None, repetition_penalty: float,
                            *, min_interval_s: float = MIN_YIELD_INTERVAL_S) -> ChatSettings:
-    """The chat's controls as settings. ``seed`` < 0 or empty = random."""
-    seed_value = None if seed is None or seed == "" or int(seed) < 0 else int(seed)
-    return ChatSettings(
-        system_prompt=system_prompt or "",
-        tools_json=tools_json or "",
-        sampling=SamplingSettings(
-            temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0) or -1,
-            max_tokens=max(1, int(max_tokens)), seed=seed_value, repetition_penalty=float(repetition_penalty),
-        ),
-        min_interval_s=min_interval_s,
+    """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
+
+    Never raises: an emptied number box or a value that is not a number (an API call can send
+    ``null`` or NaN) gives settings whose ``problem`` says which control, and the turn is refused.
+    """
+    problems: list[str] = []
+    seed_number = None if seed is None or seed == "" else control_number(seed, "seed", -1, problems)
+    top_k_number = 0 if top_k is None or top_k == "" else control_number(top_k, "top-k", 0, problems)
+    sampling = SamplingSettings(
+        temperature=control_number(temperature, "temperature", 0.7, problems),
+        top_p=control_number(top_p, "top-p", 0.95, problems),
+        top_k=int(top_k_number) if top_k_number > 0 else -1,
+        max_tokens=max(1, int(control_number(max_tokens, "max tokens", 1024, problems))),
+        seed=None if seed_number is None or seed_number < 0 else int(seed_number),
+        repetition_penalty=control_number(repetition_penalty, "repetition penalty", 1.0, problems),
     )
+    problem = f"Check the Sampling panel: {'; '.join(problems)}." if problems else ""
+    return ChatSettings(system_prompt=system_prompt or "", tools_json=tools_json or "", sampling=sampling,
+                        min_interval_s=min_interval_s, problem=problem)
+
+
+def _refused_settings(session: "ChatSession", settings: ChatSettings) -> "ChatView | None":
+    """The session unchanged with the settings' problem, or None when the settings are usable."""
+    if not settings.problem:
+        return None
+    return ChatView(session, f"⚠ {views.esc(settings.problem)}", done=True)
 
 
 @dataclass(frozen=True)
@@ -401,6 +423,9 @@ async def send_message(engine: Any, studio: Any, session: ChatSession, message: 
                                                                               "content": ENGINE_HELP},)),
                        session.figures, clear_input=True, done=True)
         return
+    if (refusal := _refused_settings(session, settings)) is not None:
+        yield refusal
+        return
     media = new_media(studio, session)
     if not text and not media:
         yield ChatView(session, "Type a message (or upload media) first.", done=True)
@@ -419,6 +444,9 @@ async def regenerate(engine: Any, studio: Any, session: ChatSession,
     """Re-run the last user turn (drops its reply and any tool exchange after it)."""
     if engine is None or session.regen_mark is None:
         yield ChatView(session, "Nothing to regenerate yet.", done=True)
+        return
+    if (refusal := _refused_settings(session, settings)) is not None:
+        yield refusal
         return
     n_messages, n_display, n_tools, n_media = session.regen_mark
     base = replace(session, messages=session.messages[:n_messages], display=session.display[:n_display],
@@ -442,6 +470,9 @@ async def send_tool_results(engine: Any, studio: Any, session: ChatSession, sett
     waiting = pending_calls(session)
     if engine is None or not waiting:
         yield ChatView(session, "No tool call is waiting for a result.", done=True)
+        return
+    if (refusal := _refused_settings(session, settings)) is not None:
+        yield refusal
         return
     answers: dict[str, str] = {}
     if run_examples:
@@ -505,16 +536,18 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
         return replace(sent, messages=sent.messages + ((message,) if message else ()),
                        display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
 
+    pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"))
     stream = engine.stream_turn(turn)
     try:
-        async with contextlib.aclosing(stream):
-            async for delta in stream:
-                structural = reply.add(delta)
-                now = time.monotonic()
-                if structural or now - last >= settings.min_interval_s:
-                    last = now
-                    current = snapshot()
-                    yield ChatView(current, figures_md(reply, sent.media))
+        with pacer.streaming():
+            async with contextlib.aclosing(stream):
+                async for delta in stream:
+                    structural = reply.add(delta)
+                    now = time.monotonic()
+                    if structural or now - last >= pacer.interval():
+                        last = now
+                        current = snapshot()
+                        yield ChatView(current, figures_md(reply, sent.media))
     except TurnRejected as exc:
         yield refused(str(exc))
         return
@@ -523,10 +556,19 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
         return
     except Exception as exc:  # noqa: BLE001 - shown in the chat, logged with its traceback
         logger.exception("chat turn %s failed", turn.request_id)
-        current = snapshot()
-        error = {"role": "assistant", "content": f"{type(exc).__name__}: {exc}",
+        detail = str(exc).strip() or f"{type(exc).__name__} without a message (see the server log)"
+        if reply.engine_message() is None:
+            # Nothing generated (e.g. vLLM refused the prompt as too long): the model's view of the
+            # conversation stays as it was, so the next message is not refused for the same reason.
+            current = replace(rejected_base, display=sent.display)
+            tail = ("Nothing was generated; your message is shown but was not added to the conversation the "
+                    "model sees." if unsent is not None else "Nothing was generated.")
+        else:
+            current = snapshot()
+            tail = "The reply above is what arrived before the error; press Regenerate to try again."
+        error = {"role": "assistant", "content": f"{detail}\n\n{tail}",
                  "metadata": {"title": "⚠ The engine failed during this reply", "status": "done"}}
-        yield ChatView(replace(current, display=current.display + (error,)), f"⚠ engine error: {views.esc(exc)}",
+        yield ChatView(replace(current, display=current.display + (error,)), f"⚠ engine error: {views.esc(detail)}",
                        done=True)
         return
     current = snapshot()
@@ -551,7 +593,10 @@ def validate_tools_md(text: str | None) -> str:
         return f"⚠ **tools not usable:** {views.esc(exc)}"
     if not tools:
         return "No tools: the model answers in text."
-    names = ", ".join(f"`{t['function']['name']}`" for t in tools)
+    shown = TOOL_NAMES_SHOWN
+    names = ", ".join(f"`{t['function']['name']}`" for t in tools[:shown])
+    if len(tools) > shown:
+        names += f" … and {len(tools) - shown:,} more"
     runnable = [t["function"]["name"] for t in tools if t["function"]["name"] in EXAMPLE_TOOL_NAMES]
     tail = f" · example executor for {', '.join(runnable)}" if runnable else ""
     return f"✓ {len(tools)} tool(s): {names}{tail}"

@@ -11,6 +11,7 @@ engine it explains how to attach one.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from dots3_demo.inspection import InspectionError, inspect_file
 from dots3_demo.inspection import figures
 from dots3_demo.inspection.audio import AudioReport
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
+from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES, VideoReport, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import views
@@ -101,16 +103,37 @@ def chat_enabled(engine: Any) -> bool:
     return engine is not None
 
 
+def control_number(value: Any, label: str, default: float, problems: list[str]) -> float:
+    """``value`` as a finite float; otherwise note what is wrong with ``label`` and return ``default``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if math.isfinite(number):
+        return number
+    problems.append(f"{label} is empty" if value is None or value == "" else f"{label} is not a number ({value})")
+    return default
+
+
 def settings_from_controls(
     seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float, audio_cap: float, k_mode: str
 ) -> VideoSettings:
-    """The Budget tab's controls as vLLM's per-request video settings (not validated here)."""
+    """The Budget tab's controls as vLLM's per-request video settings (validated later, by
+    ``VideoSettings.validate``). Never raises: a value that is not a number (an API call can send
+    ``null`` or NaN) gives settings whose ``problem`` names it, so the event is refused with that."""
+    problems: list[str] = []
+    defaults = VideoSettings()
+    seq_value = control_number(seq, "seq", defaults.seq, problems)
+    reserve_value = None if reserve_auto else control_number(reserve, "output reserve", 0, problems)
+    max_new = 0 if max_new_tokens is None or max_new_tokens == "" else control_number(
+        max_new_tokens, "max new tokens", 0, problems)
     return VideoSettings(
-        seq=int(seq),
-        output_reserve=None if reserve_auto else int(reserve),
-        max_new_tokens=int(max_new_tokens or 0),
-        audio_cap=float(audio_cap),
+        seq=int(seq_value),
+        output_reserve=None if reserve_value is None else int(reserve_value),
+        max_new_tokens=int(max_new),
+        audio_cap=control_number(audio_cap, "audio cap", defaults.audio_cap, problems),
         k_mode=str(k_mode) if k_mode else K_MODES[0],
+        problem=f"Budget controls not usable: {'; '.join(problems)}" if problems else "",
     )
 
 
@@ -230,15 +253,18 @@ def _failed(state: StudioState, what: str, path: Any, exc: Exception) -> Outcome
 
 def load_video(
     profile: Profile, state: StudioState, path: str | None, settings: VideoSettings,
-    progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits(),
 ) -> Outcome:
-    """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``."""
+    """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``.
+
+    ``limits`` are checked on the file's header first; a file over them leaves ``state`` as it was.
+    """
     if not path:
         new = replace(state, video_path=None, video=None, settings=settings)
         return Outcome(new, "Video cleared.", views={**video_views(profile, new), **summary_views(profile, new)})
     started = time.monotonic()
     try:
-        report = inspect_file(path, profile, settings, expected="video", progress=progress)
+        report = inspect_file(path, profile, settings, expected="video", limits=limits, progress=progress)
     except InspectionError as exc:
         return _failed(state, "Video rejected", path, exc)
     new = replace(state, video_path=str(path), video=report, settings=settings)
@@ -251,7 +277,8 @@ def load_video(
 
 
 def resolve(
-    profile: Profile, state: StudioState, settings: VideoSettings, progress: ProgressFn | None = None
+    profile: Profile, state: StudioState, settings: VideoSettings, progress: ProgressFn | None = None,
+    *, limits: UploadLimits = UploadLimits(),
 ) -> Outcome:
     """A Budget control moved: re-run the solver (vLLM's preprocessing) on the current video."""
     try:
@@ -262,13 +289,14 @@ def resolve(
         new = replace(state, settings=settings)
         return Outcome(new, f"Budget set: seq {settings.seq:,}, reserve {settings.effective_reserve:,}.",
                        views=summary_views(profile, new))
-    outcome = load_video(profile, state, state.video_path, settings, progress)
+    outcome = load_video(profile, state, state.video_path, settings, progress, limits=limits)
     if outcome.error is None:
         outcome.status = f"Re-solved for seq {settings.seq:,}: " + outcome.status.removeprefix("✓ ")
     return outcome
 
 
-def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str | None) -> Outcome:
+def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str | None, *,
+                limits: UploadLimits = UploadLimits()) -> Outcome:
     """Images were uploaded (the whole list); bad ones are reported, good ones shown."""
     if isinstance(paths, str):
         paths = [paths]
@@ -277,7 +305,7 @@ def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str
     errors: list[str] = []
     for path in paths:
         try:
-            good.append((path, inspect_file(path, profile, expected="image")))
+            good.append((path, inspect_file(path, profile, expected="image", limits=limits)))
         except InspectionError as exc:
             errors.append(f"{views.name_of(path)}: {exc}")
     if errors and not good:
@@ -299,7 +327,8 @@ def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str
     return Outcome(new, status, error=error, views={**image_views(profile, new), **summary_views(profile, new)})
 
 
-def load_audio(profile: Profile, state: StudioState, path: str | None, source: str = "file") -> Outcome:
+def load_audio(profile: Profile, state: StudioState, path: str | None, source: str = "file", *,
+               limits: UploadLimits = UploadLimits()) -> Outcome:
     """Audio was uploaded or recorded (or cleared)."""
     if not path:
         if state.audio_source and state.audio_source != source:
@@ -307,7 +336,7 @@ def load_audio(profile: Profile, state: StudioState, path: str | None, source: s
         new = replace(state, audio=None, audio_path=None, audio_source="")
         return Outcome(new, "Audio cleared.", views={**audio_views(profile, new), **summary_views(profile, new)})
     try:
-        report = inspect_file(path, profile, expected="audio")
+        report = inspect_file(path, profile, expected="audio", limits=limits)
     except InspectionError as exc:
         return _failed(state, "Audio rejected", path, exc)
     new = replace(state, audio=report, audio_path=str(path), audio_source=source)

@@ -87,6 +87,9 @@ CSS = """
 #grid-info td, #grid-info th, #mel-info td, #mel-info th, #solver-md td, #solver-md th { padding: 3px 10px !important; }
 #images-input .file-preview-holder, #images-input table { max-height: 150px; overflow-y: auto; }
 #frames-gallery:not(:has(img)), #grid-gallery:not(:has(img)) { display: none !important; }
+/* One image: Gradio drops to one column of square tiles, wider than the gallery is tall; keep it in view. */
+#grid-gallery .grid-container:has(> .gallery-item:only-child) .thumbnail-item {
+  aspect-ratio: auto !important; height: 410px !important; padding-bottom: 28px !important; }
 #frames-info ul { margin-top: 4px; }
 #frames-info li { margin: 2px 0; }
 #grid-info td, #grid-info th, #mel-info td, #mel-info th, #solver-md td, #solver-md th {
@@ -108,6 +111,8 @@ CSS = """
 #chat-figures p { margin: 1px 0; }
 #chat-figures code { font-size: .76rem; }
 #chatbot .message-wrap .message { font-size: .92rem; }
+/* Model HTML keeps inline styles after Gradio's sanitizer: keep position:fixed overlays inside their bubble. */
+#chatbot .message-content { contain: layout paint; }
 #tools-status { font-size: .8rem; }
 #tools-status p { margin: 0; }
 #tool-panel table { font-size: .78rem; }

@@ -90,3 +90,17 @@ def test_partials_are_bound_to_the_profile(demo, profile):
     assert _fn(demo, "inspect_video").fn.func is on_video
     assert _fn(demo, "set_seq").fn.func is on_settings
     assert _fn(demo, "inspect_video").fn.args == (profile,)
+
+
+def test_preview_mode_greys_out_every_chat_control(demo):
+    """No engine: nothing in the chat can be pressed (the chat explains how to attach one)."""
+    for elem_id in ("chat-input", "chat-send", "chat-stop", "chat-regen", "tool-result", "tool-send", "tool-run"):
+        assert _by_id(demo, elem_id).interactive is False, elem_id
+
+
+def test_with_an_engine_the_chat_controls_are_live(profile):
+    from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
+
+    live = build_interface(profile, scripted_engine(ScriptedAsyncLLM(["x"])), seq=SEQ)
+    for elem_id in ("chat-input", "chat-send", "chat-stop", "chat-regen", "tool-result", "tool-send", "tool-run"):
+        assert _by_id(live, elem_id).interactive is not False, elem_id
