@@ -20,9 +20,9 @@ video, by user; a quarter of the users chat without media) and mixes:
 
 Before the clock starts, one user runs every action once per media kind (the app's first
 inspections import and compile; they are not in the figures). At the end (every client closed,
-then a grace period) the child reports the engine requests still
-open: ``generate`` calls whose stream neither finished, closed nor was aborted. The parent samples
-the child's RSS and CPU every 2 s; the slope is fitted after the warm-up.
+then a grace period) the child reports the engine requests still open: ``generate`` calls whose
+stream neither finished, closed nor was aborted. The parent samples the child's RSS and CPU every
+2 s; the slope is fitted after the warm-up.
 
     python benchmarks/soak.py                      # 50 users × 300 s (the issue's figures)
     python benchmarks/soak.py --quick              # 8 users × 20 s
@@ -31,8 +31,8 @@ the child's RSS and CPU every 2 s; the slope is fitted after the warm-up.
 
 Memory: the RSS of the app is sampled throughout; at the end it is read once more after a
 garbage collection and ``malloc_trim`` (memory the allocator held but no object used is returned
-then). Gradio keeps a closed session's state for an hour, so with reloads the RSS grows with the
-number of sessions by design; ``--no-reload`` takes that out.
+then), and once more after dropping every session Gradio holds (Gradio keeps a closed session's
+state for an hour). ``--no-reload`` keeps one session per user, to take session churn out.
 
 Exit status 1 if errors, cross-talk or orphaned requests are not 0, or the RSS slope is above
 ``--max-slope`` MiB/min.
@@ -212,7 +212,13 @@ def serve(port: int, capacity: int) -> None:
             if line.strip() == "stats":
                 print(f"STATS {json.dumps(stats())}", flush=True)
             elif line.strip() == "trim":
-                print(f"STATS {json.dumps({'rss_mib_after_trim': _collect_and_trim()})}", flush=True)
+                trimmed = _collect_and_trim()
+                holder = getattr(demo, "state_holder", None)
+                if holder is not None:  # what the sessions Gradio keeps (an hour after a tab closes) hold
+                    holder.session_data.clear()
+                without = _collect_and_trim()
+                print(f"STATS {json.dumps({'rss_mib_after_trim': trimmed, 'rss_mib_without_sessions': without})}",
+                      flush=True)
     finally:
         print(f"STATS {json.dumps(stats())}", flush=True)
         demo.close()
@@ -515,11 +521,13 @@ class Server:
         self.child.stdin.flush()
         return self._read_stats()
 
-    def trim(self) -> float:
-        """RSS (MiB) of the app after a garbage collection and ``malloc_trim`` (see ``_collect_and_trim``)."""
+    def trim(self) -> tuple[float, float]:
+        """RSS (MiB) of the app after a garbage collection and ``malloc_trim`` (see ``_collect_and_trim``),
+        then after dropping every Gradio session too (the app is not used after this)."""
         self.child.stdin.write("trim\n")
         self.child.stdin.flush()
-        return float(self._read_stats()["rss_mib_after_trim"])
+        stats = self._read_stats()
+        return float(stats["rss_mib_after_trim"]), float(stats["rss_mib_without_sessions"])
 
     def close(self) -> dict[str, Any] | None:
         final = None
@@ -567,7 +575,7 @@ def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float
             sampler.sample()
             sampler.halt.set()
             engine = server.stats()
-            trimmed = server.trim()  # after the last sample: it changes the process it measures
+            trimmed, without_sessions = server.trim()  # after the last sample: it changes the process it measures
         finally:
             final = server.close()
     samples = sampler.samples
@@ -585,7 +593,7 @@ def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float
         "turn_p50_s": round(turn_s[len(turn_s) // 2], 3) if turn_s else None,
         "turn_p99_s": round(turn_s[min(len(turn_s) - 1, int(0.99 * len(turn_s)))], 3) if turn_s else None,
         "rss_mib": {"start": round(samples[0][1], 1), "middle": round(mid[1], 1), "end": round(samples[-1][1], 1),
-                    "end_after_trim": round(trimmed, 1)},
+                    "end_after_trim": round(trimmed, 1), "end_without_sessions": round(without_sessions, 1)},
         "rss_slope_mib_per_min": round(_slope_mib_per_min(samples, warmup), 2), "warmup_s": round(warmup, 1),
         "rss_slope_last_half_mib_per_min": round(_slope_mib_per_min(samples, (warmup + samples[-1][0]) / 2), 2),
         "app_cpu_percent": round(100 * cpu_s / max(1e-9, samples[-1][0] - samples[0][0]), 1),
@@ -616,6 +624,7 @@ def print_report(figures: dict[str, Any], failed: list[str]) -> None:
         ("turn time p50 / p99 (s)", f"{f['turn_p50_s']} / {f['turn_p99_s']}"),
         ("app RSS start / middle / end (MiB)", f"{r['start']} / {r['middle']} / {r['end']}"),
         ("app RSS at the end after gc + malloc_trim (MiB)", r["end_after_trim"]),
+        ("… and after dropping every Gradio session too (MiB)", r["end_without_sessions"]),
         (f"app RSS slope after {f['warmup_s']:g} s warm-up (MiB/min)", f["rss_slope_mib_per_min"]),
         ("app RSS slope over the last half of that (MiB/min)", f["rss_slope_last_half_mib_per_min"]),
         ("app CPU % (100 = one core)", f["app_cpu_percent"]), ("clients CPU %", f["clients_cpu_percent"]),

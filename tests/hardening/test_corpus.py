@@ -293,7 +293,8 @@ def test_budget_controls(case: SettingsCase, media, studios, profile):
         assert outcome.state.video.solver.seq == outcome.state.settings.seq == int(case.controls[0])
         _assert_only_own_panel_changed(before, outcome.state, OWNED["video"])
     # a video uploaded with the same controls is refused for the same reason, or inspected
-    upload = handlers.load_video(profile, before, str(media["clip.mp4"]), handlers.settings_from_controls(*case.controls))
+    settings = handlers.settings_from_controls(*case.controls)
+    upload = handlers.load_video(profile, before, str(media["clip.mp4"]), settings)
     assert (upload.error is None) == (case.verdict == "accepted")
 
 
