@@ -44,12 +44,11 @@ from dots3_demo.engine.protocol import (
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
 from dots3_demo.ui import views
 from dots3_demo.ui.handlers import control_number
-from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-MIN_YIELD_INTERVAL_S = 0.03  # coalesce engine deltas: at most ~33 UI updates per second per session
 TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
 TOOL_NAMES_SHOWN = 12  # the tools status line names at most this many
 EXAMPLE_TOOL_NAMES = tuple(t["function"]["name"] for t in EXAMPLE_TOOLS)
@@ -115,14 +114,14 @@ class ChatSettings:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     tools_json: str = ""
-    min_interval_s: float = MIN_YIELD_INTERVAL_S  # without a pacer
+    min_interval_s: float = MIN_INTERVAL_S  # without a pacer
     problem: str = ""  # a control that is not a usable number: every turn is refused with this message
     pacer: StreamPacer | None = None  # the app's: update intervals shared among the replies in flight
 
 
 def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
                            top_k: float, max_tokens: float, seed: float | None, repetition_penalty: float,
-                           *, min_interval_s: float = MIN_YIELD_INTERVAL_S) -> ChatSettings:
+                           *, min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
     """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
 
     Never raises: an emptied number box or a value that is not a number (an API call can send
