@@ -31,6 +31,7 @@ ENV_ARGS = "DOTS3_STUDIO_ARGS"
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Flags of the web app plus every vLLM engine flag (``python app.py inspect`` has its own)."""
     from dots3_demo.engine.cli import add_engine_cli_args, new_parser
+    from dots3_demo.ui.sessions import DEFAULT_CLOSED_SESSION_TTL_S
 
     parser = new_parser(
         prog="app.py",
@@ -49,10 +50,26 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--seq", type=int, default=None,
         help=f"default video budget in the UI (default: the engine's max_model_len, else {DEFAULT_SEQ})",
     )
+    studio.add_argument(
+        "--closed-session-ttl", type=_seconds, default=DEFAULT_CLOSED_SESSION_TTL_S, metavar="SECONDS",
+        help="how long a closed tab's session (its uploads and conversation) is kept, in case the tab "
+        "reconnects; then it is dropped whole (the default is Gradio's own hour)",
+    )
     add_limit_arguments(studio)  # --max-file-size, --max-video-seconds, --max-video-resolution, …
     add_engine_cli_args(parser)
     parser.set_defaults(model=None)  # vLLM's own default names a hub model; ours is the preview profile
     return parser.parse_args(list(argv))
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return value
 
 
 def arguments(argv: Sequence[str] | None = None) -> list[str]:
@@ -83,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     engine = build_engine(args)
     seq = args.seq or getattr(args, "max_model_len", None) or DEFAULT_SEQ
-    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args))
+    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args),
+               closed_session_ttl=args.closed_session_ttl)
     return 0
 
 

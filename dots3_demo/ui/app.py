@@ -8,6 +8,7 @@ and raise the ``gr.Warning`` toast for errors. No globals, no model loading at i
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -16,11 +17,13 @@ import gradio as gr
 
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES
+from dots3_demo.memory import tune_allocator
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat, examples, handlers, style, views
 from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.health import app_kwargs_with_health
+from dots3_demo.ui.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 
 TITLE = "Dots3 NOTE Studio"
 # One inspection at a time, app-wide. Besides CPU-bound decoding gaining nothing from overlap on small
@@ -196,14 +199,17 @@ def queue_size(engine: Any) -> int:
 
 # ---------------------------------------------------------------- layout
 def build_interface(profile: Profile, engine: Any = None, *, seq: int,
-                    limits: UploadLimits = UploadLimits()) -> gr.Blocks:
+                    limits: UploadLimits = UploadLimits(),
+                    closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S) -> gr.Blocks:
     """Lay out the studio and wire its events. ``seq`` is the budget slider's default
-    (the engine's ``max_model_len`` once one is attached); ``limits`` are what uploads may be."""
+    (the engine's ``max_model_len`` once one is attached); ``limits`` are what uploads may be;
+    a closed tab's session is dropped ``closed_session_ttl`` seconds after it closed."""
     seq = int(seq)
     state0 = handlers.initial_state(seq)
     initial = handlers.all_views(profile, state0)
     chat_on = handlers.chat_enabled(engine)
     pacer = StreamPacer()  # this app's UI-update budget, shared by the replies in flight
+    reaper = SessionReaper(closed_session_ttl)
 
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         state = gr.State(state0)
@@ -415,6 +421,7 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int,
         clear.click(on_clear, chat_session, [chatbot, chat_session, tool_panel, figures_md], cancels=events,
                     api_name="clear_chat", api_visibility="private", queue=False)
         demo.load(partial(on_engine_status, engine), None, engine_md, api_visibility="private", queue=False)
+        reaper.watch(demo)  # a closed tab's session goes closed_session_ttl seconds later
     return demo
 
 
@@ -426,6 +433,13 @@ def build_interface(profile: Profile, engine: Any = None, *, seq: int,
 CONTENT_SECURITY_POLICY = "img-src 'self' data: blob:; media-src 'self' data: blob:; form-action 'self'"
 
 
+# Gradio's queue keeps its last GRADIO_ANALYTICS_MAX_EVENTS events (default 10,000) for its /monitoring
+# page and, after every event (GRADIO_ANALYTICS_CACHE_FREQUENCY=1), summarises all of them with pandas:
+# 10 ms of CPU per event once 10,000 are kept (a streamed chat turn is three events), and allocation
+# churn that fragments the heap. Here the page summarises the last 1,000 events, every 100 events.
+QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "100"}
+
+
 def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
     head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
@@ -433,11 +447,17 @@ def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
 
 
 def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1", port: int | None = 7860,
-               seq: int, limits: UploadLimits = UploadLimits(), **launch_kwargs: Any):
+               seq: int, limits: UploadLimits = UploadLimits(),
+               closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S, **launch_kwargs: Any):
     """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed).
 
-    ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest)."""
-    demo = build_interface(profile, engine, seq=seq, limits=limits)
+    ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest);
+    ``closed_session_ttl``: seconds a closed tab's session is kept (``dots3_demo.ui.sessions``).
+    glibc's allocator is tuned first, before the server's threads exist (``dots3_demo.memory``)."""
+    tune_allocator()
+    for name, value in QUEUE_ANALYTICS_ENV.items():  # read when the queue is made; the operator's value wins
+        os.environ.setdefault(name, value)
+    demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl)
     demo.queue(max_size=queue_size(engine))
     options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
     # GET /healthz and /readyz (dots3_demo.ui.health), mounted when the server starts.

@@ -20,15 +20,23 @@ SEQ = 32768
 
 
 @contextlib.contextmanager
-def serve(profile, engine=None) -> Iterator[str]:
-    """The studio on a free loopback port (``engine=None``: preview mode); yields its URL."""
+def serving(profile, engine=None, **launch_kwargs):
+    """The studio on a free loopback port (``engine=None``: preview mode); yields the ``gr.Blocks``."""
     from dots3_demo.ui import launch_app
 
-    demo = launch_app(profile, engine, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True)
+    demo = launch_app(profile, engine, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True,
+                      **launch_kwargs)
     try:
-        yield demo.local_url.rstrip("/")
+        yield demo
     finally:
         demo.close()
+
+
+@contextlib.contextmanager
+def serve(profile, engine=None, **launch_kwargs) -> Iterator[str]:
+    """Like :func:`serving`; yields the studio's URL."""
+    with serving(profile, engine, **launch_kwargs) as demo:
+        yield demo.local_url.rstrip("/")
 
 
 @pytest.fixture(scope="session")

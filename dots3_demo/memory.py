@@ -1,0 +1,76 @@
+"""How the studio's process uses glibc's allocator, so a long-running server's memory stays flat.
+
+Why: under many concurrent streamed replies (50 users in ``benchmarks/soak.py``), the app's RSS grew
+~70 MiB/min while the memory its objects used (``mallinfo2().uordblks``, tracemalloc) stayed flat.
+The growth was memory glibc's ``malloc`` kept but nothing used (``fordblks``), from two defaults:
+
+* one arena per thread, up to 8 × cores: Gradio runs each handler in a worker thread, and a freed
+  chunk can be reused only by allocations in its own arena;
+* a *dynamic* mmap threshold: after a large block is freed, glibc raises the threshold up to 32 MiB,
+  so later large strings (a long reply, its JSON) are carved from the heap and fragment it.
+
+:func:`tune_allocator` sets ``M_ARENA_MAX`` and a fixed ``M_MMAP_THRESHOLD`` with ``mallopt`` (the
+same as glibc's ``MALLOC_ARENA_MAX`` / ``MALLOC_MMAP_THRESHOLD_`` variables, which only work when set
+before the process starts). It changes nothing when those variables or ``GLIBC_TUNABLES`` are set
+(the operator chose), when another allocator is preloaded (jemalloc, tcmalloc), or off glibc.
+vLLM's engine core runs in its own process and is not affected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# mallopt parameter numbers from glibc's <malloc.h>.
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+ARENA_MAX = 2
+MMAP_THRESHOLD = 64 * 1024  # bytes; a fixed value also turns glibc's dynamic threshold off
+OPERATOR_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
+OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
+
+
+@dataclass(frozen=True)
+class AllocatorTuning:
+    """What :func:`tune_allocator` did: ``applied`` and, when it did nothing, ``reason``."""
+
+    applied: bool
+    reason: str = ""
+    arena_max: int | None = None
+    mmap_threshold: int | None = None
+
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library if it is glibc (it has ``mallopt`` and ``gnu_get_libc_version``), else None."""
+    name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        libc = ctypes.CDLL(name)
+        libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl has no mallopt semantics)
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.mallopt.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune_allocator(environ: Mapping[str, str] | None = None) -> AllocatorTuning:
+    """Set glibc's arena cap and a fixed mmap threshold for this process (see the module docstring).
+
+    Call it early, before the server starts its threads: the arena cap applies to arenas created later.
+    """
+    env = os.environ if environ is None else environ
+    chosen = [name for name in OPERATOR_VARIABLES if env.get(name)]
+    if chosen:
+        return AllocatorTuning(False, f"{', '.join(chosen)} set in the environment; left as configured")
+    preload = env.get("LD_PRELOAD", "")
+    if any(name in preload for name in OTHER_ALLOCATORS):
+        return AllocatorTuning(False, f"another allocator is preloaded ({preload})")
+    libc = _glibc()
+    if libc is None:
+        return AllocatorTuning(False, "the C library is not glibc")
+    if not (libc.mallopt(M_ARENA_MAX, ARENA_MAX) and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
+        return AllocatorTuning(False, "glibc refused mallopt")
+    return AllocatorTuning(True, arena_max=ARENA_MAX, mmap_threshold=MMAP_THRESHOLD)
