@@ -22,17 +22,20 @@ Before the clock starts, one user runs every action once per media kind (the app
 inspections import and compile; they are not in the figures). At the end (every client closed,
 then a grace period) the child reports the engine requests still open: ``generate`` calls whose
 stream neither finished, closed nor was aborted. The parent samples the child's RSS and CPU every
-2 s; the slope is fitted after the warm-up.
+2 s (and glibc's ``mallinfo2`` every 10 s); the slope is fitted from the end of the warm-up to the
+deadline, while every user is busy.
 
     python benchmarks/soak.py                      # 50 users × 300 s (the issue's figures)
     python benchmarks/soak.py --quick              # 8 users × 20 s
     python benchmarks/soak.py --sessions 8 --seconds 20 --json   # one JSON line (CI)
     python benchmarks/soak.py --no-reload          # each user keeps one session and conversation
 
-Memory: the RSS of the app is sampled throughout; at the end it is read once more after a
-garbage collection and ``malloc_trim`` (memory the allocator held but no object used is returned
-then), and once more after dropping every session Gradio holds (Gradio keeps a closed session's
-state for an hour). ``--no-reload`` keeps one session per user, to take session churn out.
+Memory: the RSS of the app is sampled throughout, with what glibc's ``malloc`` has handed out
+and still holds free (fragmentation shows as the second growing). At the end it is read once more
+after a garbage collection and ``malloc_trim``, and once more after dropping every session Gradio
+holds. The app drops a closed tab's session ``--closed-session-ttl`` seconds after it closed (the
+app's default is an hour; the soak passes 10 s so that five minutes reach the steady state, where
+closing and dropping balance). ``--no-reload`` keeps one session per user, to take session churn out.
 
 Exit status 1 if errors, cross-talk or orphaned requests are not 0, or the RSS slope is above
 ``--max-slope`` MiB/min.
@@ -69,6 +72,7 @@ TOOL_MARKER, SLOW_MARKER = "CALL_TOOL", "SLOW_REPLY"
 TOOL_CALL_XML = (" <dots_function_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
                  "</invoke>\n</dots_function_call>")
 TIMEOUT_S = 60  # an HTTP request of a client slower than this counts as an error (the host may be busy)
+CLOSED_SESSION_TTL_S = 10.0  # the app's --closed-session-ttl in the soak (see --closed-session-ttl)
 CAPACITY = 64  # the double's max_num_seqs: above --sessions, so chat replies never wait for a slot
 MAX_MODEL_LEN = 32768
 CHAT_CONTROLS = (0.7, 0.95, -1, 256, -1, 1.0)  # temperature, top-p, top-k, max tokens, seed, repetition
@@ -182,7 +186,25 @@ def _collect_and_trim() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-def serve(port: int, capacity: int) -> None:
+def _malloc_figures() -> dict[str, float]:
+    """glibc's ``mallinfo2``: MiB handed out by ``malloc`` and still in use, and MiB it holds free."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = MallInfo2
+    info = mallinfo2()
+    return {"malloc_in_use_mib": round((info.uordblks + info.hblkhd) / 2**20, 1),
+            "malloc_free_mib": round(info.fordblks / 2**20, 1)}
+
+
+def serve(port: int, capacity: int, closed_session_ttl: float) -> None:
     """Run the studio on ``port``; answer ``stats`` lines on stdin with a ``STATS {json}`` line."""
     from dots3_demo.engine.inprocess import InProcessEngine
     from dots3_demo.profiles import load_profile
@@ -198,14 +220,14 @@ def serve(port: int, capacity: int) -> None:
     llm = _soak_llm(capacity)
     engine = InProcessEngine(Args(), engine_factory=lambda args: llm)
     demo = launch_app(load_profile(), engine, host="127.0.0.1", port=port, seq=MAX_MODEL_LEN,
-                      prevent_thread_lock=True, quiet=True)
+                      closed_session_ttl=closed_session_ttl, prevent_thread_lock=True, quiet=True)
     print(f"TOOLS {json.dumps(EXAMPLE_TOOLS)}", flush=True)
     print(f"READY {demo.local_url}", flush=True)
 
     def stats() -> dict[str, Any]:
         holder = getattr(demo, "state_holder", None)
         return {**llm.counts, "open": len(llm.open), "active": len(engine.active_requests),
-                "gradio_sessions": len(holder.session_data) if holder is not None else -1}
+                "gradio_sessions": len(holder.session_data) if holder is not None else -1, **_malloc_figures()}
 
     try:
         for line in sys.stdin:
@@ -441,22 +463,33 @@ class User:
 
 
 class Sampler(threading.Thread):
-    """RSS (MiB) and CPU seconds of the server process every ``period`` seconds."""
+    """RSS (MiB) and CPU seconds of the server process every ``period`` seconds, and its allocator
+    figures (``_malloc_figures``, asked over the line protocol) every ``stats_every`` samples."""
 
-    def __init__(self, pid: int, period: float = 2.0) -> None:
+    def __init__(self, server: Server, period: float = 2.0, stats_every: int = 5) -> None:
         super().__init__(daemon=True)
         import psutil
 
-        self.proc = psutil.Process(pid)
+        self.server = server
+        self.proc = psutil.Process(server.child.pid)
         self.period = period
+        self.stats_every = stats_every
         self.samples: list[tuple[float, float, float]] = []  # (seconds since start, RSS MiB, CPU s)
+        self.allocator: list[tuple[float, dict[str, float]]] = []  # (seconds since start, _malloc_figures)
         self.halt = threading.Event()
         self.started_at = time.monotonic()
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started_at
+
     def sample(self) -> None:
         cpu = self.proc.cpu_times()
-        self.samples.append((time.monotonic() - self.started_at, self.proc.memory_info().rss / 2**20,
-                             cpu.user + cpu.system))
+        self.samples.append((self.elapsed(), self.proc.memory_info().rss / 2**20, cpu.user + cpu.system))
+        if len(self.samples) % self.stats_every == 1:
+            stats = self.server.stats()
+            figures = {k: v for k, v in stats.items() if k.startswith("malloc_")}
+            if figures:
+                self.allocator.append((self.elapsed(), figures))
 
     def run(self) -> None:
         self.sample()
@@ -464,9 +497,15 @@ class Sampler(threading.Thread):
             self.sample()
 
 
-def _slope_mib_per_min(samples: list[tuple[float, float, float]], warmup_s: float) -> float:
-    """Least-squares slope of RSS over time after the warm-up, in MiB per minute."""
-    points = [(t, rss) for t, rss, _ in samples if t >= warmup_s]
+def _rss_at(samples: list[tuple[float, float, float]], t: float) -> float:
+    """The RSS sample nearest to ``t``."""
+    return min(samples, key=lambda sample: abs(sample[0] - t))[1]
+
+
+def _slope_mib_per_min(samples: list[tuple[float, float, float]], warmup_s: float,
+                       until_s: float = float("inf")) -> float:
+    """Least-squares slope of RSS over time between the warm-up and ``until_s``, in MiB per minute."""
+    points = [(t, rss) for t, rss, _ in samples if warmup_s <= t <= until_s]
     if len(points) < 3:
         return float("nan")
     mean_t = statistics.fmean(t for t, _ in points)
@@ -488,11 +527,13 @@ def _make_media(root: Path) -> dict[str, Path]:
 class Server:
     """The app in a child process (``--serve``), with a line protocol for its counters."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, closed_session_ttl: float) -> None:
+        self.lock = threading.Lock()  # one line-protocol exchange at a time (the sampler asks too)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        self.child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--capacity", str(capacity)],
+        self.child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--capacity", str(capacity),
+                                       "--closed-session-ttl", str(closed_session_ttl)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         self.url = self.tools_json = ""
         deadline = time.monotonic() + 300
@@ -517,16 +558,18 @@ class Server:
                 return json.loads(line[6:])
 
     def stats(self) -> dict[str, Any]:
-        self.child.stdin.write("stats\n")
-        self.child.stdin.flush()
-        return self._read_stats()
+        with self.lock:
+            self.child.stdin.write("stats\n")
+            self.child.stdin.flush()
+            return self._read_stats()
 
     def trim(self) -> tuple[float, float]:
         """RSS (MiB) of the app after a garbage collection and ``malloc_trim`` (see ``_collect_and_trim``),
         then after dropping every Gradio session too (the app is not used after this)."""
-        self.child.stdin.write("trim\n")
-        self.child.stdin.flush()
-        stats = self._read_stats()
+        with self.lock:
+            self.child.stdin.write("trim\n")
+            self.child.stdin.flush()
+            stats = self._read_stats()
         return float(stats["rss_mib_after_trim"]), float(stats["rss_mib_without_sessions"])
 
     def close(self) -> dict[str, Any] | None:
@@ -544,20 +587,25 @@ class Server:
 
 
 def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float | None = None,
-         reload: bool = True) -> dict[str, Any]:
+         reload: bool = True, closed_session_ttl: float = CLOSED_SESSION_TTL_S) -> dict[str, Any]:
     """Run the soak; return its figures (see ``print_report``). ``reload=False``: every user keeps
-    one Gradio session (and one growing conversation) for the whole run."""
+    one Gradio session (and one growing conversation) for the whole run. ``closed_session_ttl``:
+    the app's ``--closed-session-ttl``.
+
+    The RSS slope is fitted from the end of the warm-up to the deadline, while every user is busy;
+    what follows (each user finishes its last action, then all 50 close at once and Gradio runs
+    their unload handlers) is a burst of its own, reported apart as "after the users left"."""
     warmup = warmup_s if warmup_s is not None else min(60.0, seconds / 4)
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         files = _make_media(Path(tmp))
-        server = Server(max(CAPACITY, sessions))
+        server = Server(max(CAPACITY, sessions), closed_session_ttl)
         try:
             warm = Tally()
             User(99, server.url, files, server.tools_json, float("inf"), warm).warm_up()
             if warm.errors or warm.crosstalk:
                 raise RuntimeError(f"the warm-up failed: {warm.error_samples}")
             tally = Tally()
-            sampler = Sampler(server.child.pid)
+            sampler = Sampler(server)
             sampler.start()
             own_cpu0, wall0 = time.process_time(), time.monotonic()
             deadline = wall0 + seconds
@@ -571,6 +619,7 @@ def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float
             stuck = sum(thread.is_alive() for thread in threads)
             wall = time.monotonic() - wall0
             own_cpu = time.process_time() - own_cpu0
+            busy_until = deadline - sampler.started_at  # then users finish their last action and all close
             time.sleep(grace_s)  # every client closed: give the app its grace period
             sampler.sample()
             sampler.halt.set()
@@ -579,7 +628,9 @@ def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float
         finally:
             final = server.close()
     samples = sampler.samples
-    mid = min(samples, key=lambda s: abs(s[0] - wall / 2))
+    during = [sample for sample in samples if sample[0] <= busy_until]
+    mid = min(during, key=lambda s: abs(s[0] - wall / 2))
+    allocator = [figures for t, figures in sampler.allocator if warmup <= t <= busy_until]
     cpu_s = samples[-1][2] - samples[0][2]
     turn_s = sorted(tally.turn_seconds)
     orphans = int(engine.get("open", 0)) + int(engine.get("active", 0))
@@ -592,10 +643,18 @@ def soak(sessions: int, seconds: float, *, grace_s: float = 3.0, warmup_s: float
         "gradio_sessions": engine.get("gradio_sessions"), "final": final,
         "turn_p50_s": round(turn_s[len(turn_s) // 2], 3) if turn_s else None,
         "turn_p99_s": round(turn_s[min(len(turn_s) - 1, int(0.99 * len(turn_s)))], 3) if turn_s else None,
-        "rss_mib": {"start": round(samples[0][1], 1), "middle": round(mid[1], 1), "end": round(samples[-1][1], 1),
+        "closed_session_ttl_s": closed_session_ttl,
+        "series": [{"t": round(t, 1), "rss_mib": round(_rss_at(samples, t), 1), **figures}
+                   for t, figures in sampler.allocator],  # every 10 s (--json only)
+        "rss_mib": {"start": round(samples[0][1], 1), "middle": round(mid[1], 1), "end": round(during[-1][1], 1),
+                    "users_left": round(samples[-1][1], 1),
                     "end_after_trim": round(trimmed, 1), "end_without_sessions": round(without_sessions, 1)},
-        "rss_slope_mib_per_min": round(_slope_mib_per_min(samples, warmup), 2), "warmup_s": round(warmup, 1),
-        "rss_slope_last_half_mib_per_min": round(_slope_mib_per_min(samples, (warmup + samples[-1][0]) / 2), 2),
+        "malloc_mib": {"in_use": [a.get("malloc_in_use_mib") for a in (allocator[:1] + allocator[-1:])],
+                       "free": [a.get("malloc_free_mib") for a in (allocator[:1] + allocator[-1:])]},
+        "rss_slope_mib_per_min": round(_slope_mib_per_min(samples, warmup, busy_until), 2),
+        "warmup_s": round(warmup, 1),
+        "rss_slope_last_half_mib_per_min": round(
+            _slope_mib_per_min(samples, (warmup + busy_until) / 2, busy_until), 2),
         "app_cpu_percent": round(100 * cpu_s / max(1e-9, samples[-1][0] - samples[0][0]), 1),
         "clients_cpu_percent": round(100 * own_cpu / max(1e-9, wall), 1), "cpus": os.cpu_count(),
         "error_samples": tally.error_samples,
@@ -614,7 +673,9 @@ def verdict(figures: dict[str, Any], max_slope: float) -> list[str]:
 def print_report(figures: dict[str, Any], failed: list[str]) -> None:
     f, e, r = figures, figures["engine"], figures["rss_mib"]
     print(f"\nSoak — {f['sessions']} simulated users × {f['seconds']:g} s on 127.0.0.1, app in a child process, "
-          f"{f['cpus']} CPUs shared with the clients{'' if f['reload'] else ', no reloads'}\n")
+          f"{f['cpus']} CPUs shared with the clients{'' if f['reload'] else ', no reloads'}, "
+          f"closed sessions dropped after {f['closed_session_ttl_s']:g} s\n")
+    alloc = figures["malloc_mib"]
     rows = [
         ("sessions (concurrent users)", f["sessions"]), ("conversations (Gradio sessions)", f["conversations"]),
         ("uploads inspected", f["uploads"]), ("chat turns completed", f["turns"]), ("stops", f["stops"]),
@@ -623,12 +684,15 @@ def print_report(figures: dict[str, Any], failed: list[str]) -> None:
         ("engine requests (generated / finished / aborted)", f"{e['generated']} / {e['finished']} / {e['aborted']}"),
         ("turn time p50 / p99 (s)", f"{f['turn_p50_s']} / {f['turn_p99_s']}"),
         ("app RSS start / middle / end (MiB)", f"{r['start']} / {r['middle']} / {r['end']}"),
+        ("app RSS after the users left (MiB)", r["users_left"]),
+        ("glibc malloc in use, after the warm-up → end (MiB)", " → ".join(map(str, alloc["in_use"])) or "n/a"),
+        ("glibc malloc held free, after the warm-up → end (MiB)", " → ".join(map(str, alloc["free"])) or "n/a"),
         ("app RSS at the end after gc + malloc_trim (MiB)", r["end_after_trim"]),
         ("… and after dropping every Gradio session too (MiB)", r["end_without_sessions"]),
         (f"app RSS slope after {f['warmup_s']:g} s warm-up (MiB/min)", f["rss_slope_mib_per_min"]),
         ("app RSS slope over the last half of that (MiB/min)", f["rss_slope_last_half_mib_per_min"]),
         ("app CPU % (100 = one core)", f["app_cpu_percent"]), ("clients CPU %", f["clients_cpu_percent"]),
-        ("Gradio sessions held by the app at the end", f["gradio_sessions"]),
+        ("Gradio sessions held by the app after the users left", f["gradio_sessions"]),
     ]
     print("| figure | value |\n|---|---:|")
     for name, value in rows:
@@ -648,14 +712,17 @@ def main() -> int:
     parser.add_argument("--no-reload", action="store_true",
                         help="users keep one Gradio session for the whole run (no reloads): separates the memory "
                              "Gradio keeps per session from the rest")
+    parser.add_argument("--closed-session-ttl", type=float, default=CLOSED_SESSION_TTL_S, metavar="SECONDS",
+                        help="the app's --closed-session-ttl (default %(default)g: short, so a 5-minute run reaches "
+                             "the steady state; the app's own default keeps closed sessions an hour)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, default=CAPACITY, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.capacity)
+        serve(args.serve, args.capacity, args.closed_session_ttl)
         return 0
     sessions, seconds = (8, 20.0) if args.quick else (args.sessions, args.seconds)
-    figures = soak(sessions, seconds, reload=not args.no_reload)
+    figures = soak(sessions, seconds, reload=not args.no_reload, closed_session_ttl=args.closed_session_ttl)
     failed = verdict(figures, args.max_slope)
     if args.json:
         print(json.dumps({**figures, "failed": failed}))
