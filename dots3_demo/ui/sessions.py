@@ -4,8 +4,10 @@ Gradio keeps each browser session's server-side state in ``Blocks.state_holder``
 values (this app's uploads and conversation) and a copy of every component's config (about 100 KB a
 session here). When a tab closes (its heartbeat stops), Gradio deletes the ``gr.State`` values an
 hour later but keeps the rest until 10,000 sessions exist, so a public studio's memory grows with
-every visitor. :class:`SessionReaper` completes that policy: ``ttl`` seconds after a tab closed, the
-whole session goes. A session used again after it closed (a tab whose connection came back) is kept.
+every visitor; its queue also keeps, per session ever seen, an (empty) message queue and event-id
+set. :class:`SessionReaper` completes that policy: ``ttl`` seconds after a tab closed, the whole
+session goes, with those queue entries. A session used again after it closed (a tab whose connection
+came back) is kept.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ class _Holder(Protocol):  # gradio.state_holder.StateHolder, as far as it is use
     lock: threading.Lock
 
     def delete_state(self, session_id: str, expired_only: bool = False) -> None: ...
+
+
+class _Queue(Protocol):  # gradio.queueing.Queue, as far as it is used here
+    pending_messages_per_session: Any  # session hash -> asyncio.Queue of messages for its stream
+    pending_event_ids_session: dict[str, set[str]]  # session hash -> ids of its unfinished events
 
 
 class SessionReaper:
@@ -54,24 +61,43 @@ class SessionReaper:
         if session_hash:
             self._closed[session_hash] = now or datetime.datetime.now()
 
-    def sweep(self, holder: _Holder, now: datetime.datetime | None = None) -> int:
+    def sweep(self, holder: _Holder, now: datetime.datetime | None = None, queue: _Queue | None = None) -> int:
         """Drop every closed session idle for ``ttl_s`` seconds at ``now``; how many went.
 
         Idle means neither closed nor used in that time: a tab that came back and is in use keeps
-        its session, and events that finish just after a tab closed do not make it immortal."""
+        its session, and events that finish just after a tab closed do not make it immortal.
+        With ``queue``, the session's entries in Gradio's queue go too (when no event of it is
+        pending and no message waits)."""
         now = now or datetime.datetime.now()
         dropped = 0
         for session_hash, closed_at in list(self._closed.items()):
             if session_hash not in holder.session_data:  # gone already (Gradio's LRU, or dropped)
                 del self._closed[session_hash]
+                if queue is not None:
+                    self._forget(queue, session_hash)
             elif (now - self._idle_since(holder, session_hash, closed_at)).total_seconds() >= self.ttl_s:
                 del self._closed[session_hash]
                 holder.delete_state(session_hash)  # gr.State delete callbacks, as Gradio runs them
                 with holder.lock:  # the lock Gradio's own LRU eviction takes
                     holder.session_data.pop(session_hash, None)
                     holder.time_last_used.pop(session_hash, None)
+                if queue is not None:
+                    self._forget(queue, session_hash)
                 dropped += 1
         return dropped
+
+    @staticmethod
+    def _forget(queue: _Queue, session_hash: str) -> None:
+        """Remove a dropped session's entries from Gradio's queue, unless it still has work there
+        (a pending event, or a message its stream has not read). Gradio makes them anew if the
+        session sends another event."""
+        if queue.pending_event_ids_session.get(session_hash):
+            return
+        messages = queue.pending_messages_per_session.get(session_hash)
+        if messages is not None and not messages.empty():
+            return
+        queue.pending_event_ids_session.pop(session_hash, None)
+        queue.pending_messages_per_session.pop(session_hash, None)
 
     def next_due(self, holder: _Holder) -> datetime.datetime | None:
         """When the next pending session's time runs out (None: none pending)."""
@@ -83,16 +109,16 @@ class SessionReaper:
         last_used = holder.time_last_used.get(session_hash)
         return max(closed_at, last_used) if last_used is not None else closed_at
 
-    async def on_close(self, holder: _Holder, session_hash: str | None) -> int:
-        """A tab closed (on the server's event loop, where Gradio itself changes its sessions): note
-        it, drop the sessions whose time is up, and sweep again when the next one's is. How many
-        went now."""
+    async def on_close(self, holder: _Holder, session_hash: str | None, queue: _Queue | None = None) -> int:
+        """A tab closed (on the server's event loop, where Gradio itself changes its sessions and
+        its queue): note it, drop the sessions whose time is up, and sweep again when the next
+        one's is. How many went now."""
         self.closed(session_hash)
-        dropped = self.sweep(holder)
-        self._schedule(holder)
+        dropped = self.sweep(holder, queue=queue)
+        self._schedule(holder, queue)
         return dropped
 
-    def _schedule(self, holder: _Holder) -> None:
+    def _schedule(self, holder: _Holder, queue: _Queue | None = None) -> None:
         """One timer on the running loop, for the next due session (re-armed after each sweep)."""
         due = self.next_due(holder)
         if self._timer is not None:
@@ -100,15 +126,16 @@ class SessionReaper:
             self._timer = None
         if due is not None:
             delay = max(0.0, (due - datetime.datetime.now()).total_seconds()) + 0.5
-            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer, holder)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer, holder, queue)
 
-    def _on_timer(self, holder: _Holder) -> None:
+    def _on_timer(self, holder: _Holder, queue: _Queue | None) -> None:
         self._timer = None
-        self.sweep(holder)
-        self._schedule(holder)
+        self.sweep(holder, queue=queue)
+        self._schedule(holder, queue)
 
     async def on_unload(self, request: gr.Request) -> None:
         """The ``unload`` handler (a bound method: Gradio passes ``gr.Request`` only to functions and
         methods whose annotations it can read, not to ``functools.partial`` objects)."""
         if self._blocks is not None:
-            await self.on_close(self._blocks.state_holder, request.session_hash)
+            await self.on_close(self._blocks.state_holder, request.session_hash,
+                                getattr(self._blocks, "_queue", None))

@@ -50,8 +50,13 @@ def test_a_closed_tab_is_dropped_and_the_open_one_works_on(chromium, profile, me
             _upload_image(b, image)
             both = _wait_sessions(demo, 2)
             (session_b,) = both - first
+            (session_a,) = first
+            queue = demo._queue  # the upload went through Gradio's queue, which keeps per-session entries
+            assert session_a in queue.pending_messages_per_session and session_a in queue.pending_event_ids_session
             ctx_a.close()  # the tab closes: Gradio runs the unload event, the reaper waits TTL_S
             assert _wait_sessions(demo, 1) == {session_b}
+            assert session_a not in queue.pending_messages_per_session
+            assert session_a not in queue.pending_event_ids_session
             # B's own state survived and B works on: two more images join the one it already had.
             b.set_input_files("#images-input input[type=file]", [str(image), str(image)])
             b.wait_for_function("() => document.querySelector('#status').innerText.includes('✓ 3 image(s)')")

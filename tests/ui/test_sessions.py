@@ -91,3 +91,32 @@ def test_on_close_sweeps_again_when_the_time_is_up(app):
 def test_a_negative_time_to_live_is_refused(ttl):
     with pytest.raises(ValueError, match="0 s or more"):
         SessionReaper(ttl_s=ttl)
+
+
+def test_a_dropped_session_leaves_nothing_in_gradios_queue(app):
+    """Gradio's queue keeps, per session ever seen, a message queue and an event-id set; a dropped
+    session's go with it, unless an event of it is still pending or a message still waits."""
+    holder, conversation, _ = app
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    demo.queue()
+    queue = demo._queue
+    for name in ("idle", "pending", "unread", "open"):
+        _open(holder, conversation, name, [name], _at(0))
+        queue.pending_messages_per_session[name] = asyncio.Queue()  # as Gradio's queue/join makes them
+        queue.pending_event_ids_session[name] = set()
+    queue.pending_event_ids_session["pending"].add("event-1")
+    queue.pending_messages_per_session["unread"].put_nowait("process_completed")
+    reaper = SessionReaper(ttl_s=10)
+    for name in ("idle", "pending", "unread"):
+        reaper.closed(name, now=_at(1))
+    assert reaper.sweep(holder, now=_at(20), queue=queue) == 3
+    assert set(queue.pending_messages_per_session) == {"pending", "unread", "open"}
+    assert set(queue.pending_event_ids_session) == {"pending", "unread", "open"}
+    assert set(holder.session_data) == {"open"}
+    reaper.closed("gone-by-lru", now=_at(1))  # Gradio evicted its state first: its queue entries go too
+    queue.pending_messages_per_session["gone-by-lru"] = asyncio.Queue()
+    queue.pending_event_ids_session["gone-by-lru"] = set()
+    reaper.sweep(holder, now=_at(30), queue=queue)
+    assert "gone-by-lru" not in queue.pending_messages_per_session
+    assert "gone-by-lru" not in queue.pending_event_ids_session
