@@ -13,6 +13,11 @@ The growth was memory glibc's ``malloc`` kept but nothing used (``fordblks``), f
 same as glibc's ``MALLOC_ARENA_MAX`` / ``MALLOC_MMAP_THRESHOLD_`` variables, which only work when set
 before the process starts). It changes nothing when those variables or ``GLIBC_TUNABLES`` are set
 (the operator chose), when another allocator is preloaded (jemalloc, tcmalloc), or off glibc.
+
+Even so, glibc returns free memory to the system only from the top of its heap: after a burst (fifty
+replies and a video inspection at once) the freed pages below a still-live block stay in the RSS.
+:class:`PeriodicTrim` calls ``malloc_trim(0)`` every :data:`TRIM_INTERVAL_S` seconds from a daemon
+thread, which hands every free page back (``madvise``), so the RSS follows what is in use.
 vLLM's engine core runs in its own process and is not affected.
 """
 
@@ -21,6 +26,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,6 +38,8 @@ ARENA_MAX = 2
 MMAP_THRESHOLD = 64 * 1024  # bytes; a fixed value also turns glibc's dynamic threshold off
 OPERATOR_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
 OTHER_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
+TRIM_THREAD_NAME = "malloc-trim"
+TRIM_INTERVAL_S = 30.0  # how often PeriodicTrim hands free heap pages back (a trim takes milliseconds)
 
 
 @dataclass(frozen=True)
@@ -74,3 +83,57 @@ def tune_allocator(environ: Mapping[str, str] | None = None) -> AllocatorTuning:
     if not (libc.mallopt(M_ARENA_MAX, ARENA_MAX) and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
         return AllocatorTuning(False, "glibc refused mallopt")
     return AllocatorTuning(True, arena_max=ARENA_MAX, mmap_threshold=MMAP_THRESHOLD)
+
+
+class PeriodicTrim:
+    """glibc's ``malloc_trim(0)`` every ``interval_s`` seconds, from a daemon thread (ctypes releases
+    the GIL for the call). ``trims`` and ``last_s`` say how many ran and how long the last took."""
+
+    def __init__(self, libc: ctypes.CDLL, interval_s: float = TRIM_INTERVAL_S) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"the trim interval must be more than 0 s, not {interval_s}")
+        self._trim = libc.malloc_trim
+        self._trim.argtypes = [ctypes.c_size_t]
+        self._trim.restype = ctypes.c_int
+        self.interval_s = float(interval_s)
+        self.trims = 0
+        self.last_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=TRIM_THREAD_NAME, daemon=True)
+
+    def trim_once(self) -> float:
+        """Trim now; the seconds it took."""
+        started = time.perf_counter()
+        self._trim(0)
+        self.last_s = time.perf_counter() - started
+        self.trims += 1
+        return self.last_s
+
+    def start(self) -> PeriodicTrim:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.trim_once()
+
+
+def start_periodic_trim(interval_s: float = TRIM_INTERVAL_S,
+                        environ: Mapping[str, str] | None = None) -> PeriodicTrim | None:
+    """Start :class:`PeriodicTrim` (None, and nothing started, off glibc, with another allocator
+    preloaded, which returns memory its own way, or when one already runs: the allocator is the
+    process's, so one trimming thread serves every app the process launches)."""
+    env = os.environ if environ is None else environ
+    if any(name in env.get("LD_PRELOAD", "") for name in OTHER_ALLOCATORS):
+        return None
+    if any(thread.name == TRIM_THREAD_NAME for thread in threading.enumerate()):
+        return None
+    libc = _glibc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return None
+    return PeriodicTrim(libc, interval_s).start()

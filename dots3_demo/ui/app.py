@@ -17,7 +17,7 @@ import gradio as gr
 
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES
-from dots3_demo.memory import tune_allocator
+from dots3_demo.memory import start_periodic_trim, tune_allocator
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat, examples, handlers, style, views
 from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
@@ -453,8 +453,10 @@ def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1",
 
     ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest);
     ``closed_session_ttl``: seconds a closed tab's session is kept (``dots3_demo.ui.sessions``).
-    glibc's allocator is tuned first, before the server's threads exist (``dots3_demo.memory``)."""
+    glibc's allocator is tuned first, before the server's threads exist, and trimmed every 30 s from
+    then on (``dots3_demo.memory``)."""
     tune_allocator()
+    start_periodic_trim()  # a daemon thread, for the life of the process
     for name, value in QUEUE_ANALYTICS_ENV.items():  # read when the queue is made; the operator's value wins
         os.environ.setdefault(name, value)
     demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl)

@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -113,3 +115,62 @@ def test_gradio_queue_analytics_are_bounded_unless_the_operator_chose(monkeypatc
         assert demo._queue.ANAYLTICS_CACHE_FREQUENCY == 100  # (sic: Gradio's spelling)
     finally:
         demo.close()
+
+
+# Runs in a child: fills the heap with small blocks, frees all but every 64th (holes glibc cannot give
+# back on its own: live blocks sit above them), then trims once.
+TRIM_PROBE = textwrap.dedent("""
+    import ctypes, json
+    from dots3_demo import memory
+
+    def rss_mib():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(4000) for _ in range(50_000)]  # ~200 MB carved from the heap
+    for i, p in enumerate(blocks):
+        ctypes.memset(p, 1, 4000)
+        if i % 64:
+            libc.free(p)
+    held = rss_mib()
+    trim = memory.PeriodicTrim(libc, interval_s=3600)
+    seconds = trim.trim_once()
+    print(json.dumps({"held": held, "trimmed": rss_mib(), "seconds": seconds, "trims": trim.trims}))
+""")
+
+
+def test_a_trim_hands_freed_heap_pages_back():
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, check=True)
+    figures = json.loads(out.stdout)
+    assert figures["held"] - figures["trimmed"] > 100, figures  # ~190 MB were free but held
+    assert figures["trims"] == 1
+
+
+def test_the_trim_runs_periodically():
+    trim = memory.PeriodicTrim(memory._glibc(), interval_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 10
+        while trim.trims < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert trim.trims >= 3
+    finally:
+        trim.stop()
+    count = trim.trims
+    time.sleep(0.2)
+    assert trim.trims == count  # stopped
+
+
+def test_one_trimming_thread_per_process_and_none_beside_another_allocator():
+    assert memory.start_periodic_trim(environ={"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}) is None
+    first = memory.start_periodic_trim(interval_s=3600)  # None if a launch_app in this process started one
+    try:
+        assert any(t.name == memory.TRIM_THREAD_NAME for t in threading.enumerate())
+        assert memory.start_periodic_trim(interval_s=3600) is None
+    finally:
+        if first is not None:
+            first.stop()
