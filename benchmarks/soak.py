@@ -8,9 +8,11 @@ the conversation holds — and ``CROSSTALK`` if the rendered conversation mixes 
 client sees at once when a reply or a history reaches the wrong session.
 
 ``--sessions`` users (each a ``gradio_client.Client`` in a thread) loop for ``--seconds``. A user
-holds a conversation of 5–10 turns, then reloads (a new Gradio session; uploads and chat start
-over). Each conversation starts with an upload through the inspect endpoints (image, audio or
-video, by user; a quarter of the users chat without media) and mixes:
+holds a conversation of 5–10 turns, then reloads as a browser does: its client closes (the
+heartbeat connection too, so Gradio sees the tab close) and a new one connects (a new Gradio
+session; uploads and chat start over). Each conversation starts with an upload through the
+inspect endpoints (image, audio or video, by user; a quarter of the users chat without media) and
+mixes:
 
 * chat: ``/chat`` streamed to the end; the reply must carry the user's own token;
 * stop: a slow reply cancelled mid-stream with ``job.cancel()`` (the app must abort it);
@@ -31,11 +33,13 @@ deadline, while every user is busy.
     python benchmarks/soak.py --no-reload          # each user keeps one session and conversation
 
 Memory: the RSS of the app is sampled throughout, with what glibc's ``malloc`` has handed out
-and still holds free (fragmentation shows as the second growing). At the end it is read once more
-after a garbage collection and ``malloc_trim``, and once more after dropping every session Gradio
-holds. The app drops a closed tab's session ``--closed-session-ttl`` seconds after it closed (the
-app's default is an hour; the soak passes 10 s so that five minutes reach the steady state, where
-closing and dropping balance). ``--no-reload`` keeps one session per user, to take session churn out.
+and still holds free (fragmentation shows as the second growing; the app itself trims every 30 s,
+``dots3_demo.memory``). At the end it is read once more after a garbage collection and
+``malloc_trim``, and once more after dropping every session Gradio holds. The app drops a closed
+tab's session ``--closed-session-ttl`` seconds after it closed (the app's default is an hour; the
+soak passes 10 s so that five minutes reach the steady state, where closing and dropping balance).
+``--no-reload`` keeps one session per user, to take session churn out (each conversation then
+grows for the whole run, and the memory with it).
 
 Exit status 1 if errors, cross-talk or orphaned requests are not 0, or the RSS slope is above
 ``--max-slope`` MiB/min.
@@ -424,10 +428,8 @@ class User:
 
     def run(self) -> None:
         """Hold conversations until the deadline; every exception is counted as an error."""
-        from gradio_client import Client
-
         try:
-            self.client = Client(self.url, download_files=False, verbose=False, httpx_kwargs={"timeout": TIMEOUT_S})
+            self.client = self._connect()
         except Exception as exc:  # noqa: BLE001 - counted, the soak goes on
             self.tally.error(self.index, f"connect: {type(exc).__name__}: {exc}")
             return
@@ -438,16 +440,31 @@ class User:
                 except Exception as exc:  # noqa: BLE001 - counted, the user starts over
                     self.tally.error(self.index, f"{type(exc).__name__}: {exc}")
                     self.token = ""
-                if self.reload or not self.token:
-                    self.client.reset_session()  # a reload: a new Gradio session, uploads and chat start over
+                if self.reload:  # as a browser's reload: the page's connections close, a new page loads
+                    self.client.close()
+                    try:
+                        self.client = self._connect()
+                    except Exception as exc:  # noqa: BLE001 - counted, this user stops
+                        self.tally.error(self.index, f"reconnect: {type(exc).__name__}: {exc}")
+                        return
+                elif not self.token:
+                    self.client.reset_session()  # a new Gradio session, uploads and chat start over
         finally:
             self.client.close()
 
-    def warm_up(self) -> None:
-        """Every action once per media kind, before the clock starts (first calls import and compile)."""
+    def _connect(self) -> Any:
+        """A new ``gradio_client.Client``: the app's config, a new session and its heartbeat connection.
+
+        (``Client.reset_session`` is no reload: the old session's heartbeat connection moves to the
+        new session only when its next heartbeat arrives, so two resets within 15 s leave a session
+        that no connection ever held and Gradio never sees close.)"""
         from gradio_client import Client
 
-        self.client = Client(self.url, download_files=False, verbose=False, httpx_kwargs={"timeout": TIMEOUT_S})
+        return Client(self.url, download_files=False, verbose=False, httpx_kwargs={"timeout": TIMEOUT_S})
+
+    def warm_up(self) -> None:
+        """Every action once per media kind, before the clock starts (first calls import and compile)."""
+        self.client = self._connect()
         try:
             for kind in ("image", "audio", "video"):  # inspections only: nothing is sent, nothing conflicts
                 self.kind = kind
