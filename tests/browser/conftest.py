@@ -64,13 +64,19 @@ def chromium():
             browser.close()
 
 
-@pytest.fixture
-def page(chromium, studio_url):
+def open_studio(chromium, url: str):
+    """A new browser context (its own cookies: its own Gradio session) with the studio loaded."""
     context = chromium.new_context(viewport={"width": 1440, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(90_000)
-    page.goto(studio_url)
+    page.goto(url)
     page.wait_for_selector("#video-input input[type=file]", state="attached")
+    return context, page
+
+
+@pytest.fixture
+def page(chromium, studio_url):
+    context, page = open_studio(chromium, studio_url)
     try:
         yield page
     finally:

@@ -8,19 +8,10 @@ import time
 import pytest
 
 from tests import media_factory
-from tests.browser.conftest import serving
+from tests.browser.conftest import open_studio, serving
 
 pytestmark = pytest.mark.browser
 TTL_S = 1.0
-
-
-def _open(chromium, url):
-    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(url)
-    page.wait_for_selector("#images-input input[type=file]", state="attached")
-    return context, page
 
 
 def _upload_image(page, path) -> None:
@@ -42,10 +33,10 @@ def test_a_closed_tab_is_dropped_and_the_open_one_works_on(chromium, profile, me
     image = media_factory.make_image(media_dir / "session_photo.png", width=320, height=240)
     with serving(profile, closed_session_ttl=TTL_S) as demo:
         url = demo.local_url.rstrip("/")
-        ctx_a, a = _open(chromium, url)
+        ctx_a, a = open_studio(chromium, url)
         _upload_image(a, image)
         first = _wait_sessions(demo, 1)
-        ctx_b, b = _open(chromium, url)
+        ctx_b, b = open_studio(chromium, url)
         try:
             _upload_image(b, image)
             both = _wait_sessions(demo, 2)
