@@ -192,18 +192,11 @@ def _collect_and_trim() -> float:
 
 def _malloc_figures() -> dict[str, float]:
     """glibc's ``mallinfo2``: MiB handed out by ``malloc`` and still in use, and MiB it holds free."""
-    import ctypes
+    from dots3_demo.memory import mallinfo
 
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    try:
-        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
+    info = mallinfo()
+    if info is None:
         return {}
-    mallinfo2.restype = MallInfo2
-    info = mallinfo2()
     return {"malloc_in_use_mib": round((info.uordblks + info.hblkhd) / 2**20, 1),
             "malloc_free_mib": round(info.fordblks / 2**20, 1)}
 

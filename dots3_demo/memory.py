@@ -65,6 +65,29 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
+class MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (<malloc.h>), in bytes: ``uordblks`` + ``hblkhd`` are handed out
+    (heap, mmapped), ``fordblks`` is free but held, ``hblks`` counts mmapped blocks."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def mallinfo() -> MallInfo2 | None:
+    """What glibc's ``malloc`` holds in this process now (None off glibc, or before glibc 2.33)."""
+    libc = _glibc()
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2()
+
+
+def _other_allocator(env: Mapping[str, str]) -> str | None:
+    """``LD_PRELOAD`` if it preloads another allocator (jemalloc, tcmalloc, mimalloc), else None."""
+    preload = env.get("LD_PRELOAD", "")
+    return preload if any(name in preload for name in OTHER_ALLOCATORS) else None
+
+
 def tune_allocator(environ: Mapping[str, str] | None = None) -> AllocatorTuning:
     """Set glibc's arena cap and a fixed mmap threshold for this process (see the module docstring).
 
@@ -74,8 +97,8 @@ def tune_allocator(environ: Mapping[str, str] | None = None) -> AllocatorTuning:
     chosen = [name for name in OPERATOR_VARIABLES if env.get(name)]
     if chosen:
         return AllocatorTuning(False, f"{', '.join(chosen)} set in the environment; left as configured")
-    preload = env.get("LD_PRELOAD", "")
-    if any(name in preload for name in OTHER_ALLOCATORS):
+    preload = _other_allocator(env)
+    if preload:
         return AllocatorTuning(False, f"another allocator is preloaded ({preload})")
     libc = _glibc()
     if libc is None:
@@ -128,8 +151,7 @@ def start_periodic_trim(interval_s: float = TRIM_INTERVAL_S,
     """Start :class:`PeriodicTrim` (None, and nothing started, off glibc, with another allocator
     preloaded, which returns memory its own way, or when one already runs: the allocator is the
     process's, so one trimming thread serves every app the process launches)."""
-    env = os.environ if environ is None else environ
-    if any(name in env.get("LD_PRELOAD", "") for name in OTHER_ALLOCATORS):
+    if _other_allocator(os.environ if environ is None else environ):
         return None
     if any(thread.name == TRIM_THREAD_NAME for thread in threading.enumerate()):
         return None

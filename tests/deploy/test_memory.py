@@ -30,17 +30,11 @@ PROBE = textwrap.dedent("""
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
 
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in
-                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-                     "fordblks", "keepcost")]
-    libc.mallinfo2.restype = MallInfo2
-
     # 1. Free a 4 MiB block (mmapped): glibc's default then raises its mmap threshold to 4 MiB.
     libc.free(libc.malloc(4 << 20))
-    before = libc.mallinfo2().hblks
+    before = memory.mallinfo().hblks
     block = libc.malloc(256 << 10)  # a 256 KiB string: mmapped, or carved from the heap?
-    mmapped = libc.mallinfo2().hblks - before
+    mmapped = memory.mallinfo().hblks - before
     libc.free(block)
 
     # 2. Eight threads alive at once, each allocating: how many arenas exist?
