@@ -2,9 +2,9 @@
 
 Run from the repository root (takes ~20-30 min in full on 2 cores; ``--quick`` ~3 min)::
 
-    python benchmarks/inspect_bench.py                      # full: 10 s, 60 s, 10 min × 720p, 1080p
-    python benchmarks/inspect_bench.py --quick              # 10 s clips only
-    python benchmarks/inspect_bench.py --repeat 5 --seq 16384 --out benchmarks/results.md
+    python -m benchmarks.inspect_bench                      # full: 10 s, 60 s, 10 min × 720p, 1080p
+    python -m benchmarks.inspect_bench --quick              # 10 s clips only
+    python -m benchmarks.inspect_bench --repeat 5 --seq 16384 --out benchmarks/results.md
 
 What is compared (same bytes, same settings, same process)
 ----------------------------------------------------------
@@ -38,7 +38,7 @@ would miss.
 
 Clips
 -----
-Synthetic H.264 (libx264 ultrafast, via ``tests/media_factory.make_video``) with a 44.1 kHz mono
+Synthetic H.264 (libx264 ultrafast, via ``support/media_factory.make_video``) with a 44.1 kHz mono
 AAC tone, cached in ``--cache-dir`` (default ``/tmp/dots3_bench``) and reused when present.
 Source frame rate: 25 fps for the 10 s and 60 s clips, 10 fps for the 10 min clips (encoding
 15 000 1080p frames would take too long on a small machine).
@@ -62,14 +62,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # allow ``python benchmarks/inspect_bench.py`` from anywhere
-    sys.path.insert(0, str(REPO_ROOT))
+from dots3_demo import vllm_compat
+from dots3_demo.inspection.probe import probe_file
+from dots3_demo.inspection.video import DEFAULT_SEQ, VideoReport, VideoSettings, inspect_video_bytes
+from dots3_demo.profiles import Profile, load_profile
 
-from dots3_demo import vllm_compat  # noqa: E402
-from dots3_demo.inspection.probe import probe_file  # noqa: E402
-from dots3_demo.inspection.video import DEFAULT_SEQ, VideoReport, VideoSettings, inspect_video_bytes  # noqa: E402
-from dots3_demo.profiles import Profile, load_profile  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_CACHE_DIR = Path("/tmp/dots3_bench")
 DEFAULT_REPEAT = 3
@@ -124,7 +122,7 @@ def clip_specs(quick: bool) -> list[ClipSpec]:
 
 def ensure_clip(spec: ClipSpec, cache_dir: Path) -> Path:
     """Return the cached clip for ``spec``, encoding it first (atomically) if it is missing."""
-    from tests.media_factory import make_video
+    from support.media_factory import make_video
 
     path = cache_dir / spec.filename
     if path.is_file() and path.stat().st_size > 0:
@@ -209,7 +207,7 @@ def check_same_output(parts: list[Any], report: VideoReport) -> None:
 
 def measure_memory(path: Path, which: str, seq: int) -> tuple[float, float] | None:
     """Peak RSS and its rise over the baseline (MB) of one call, in a fresh subprocess."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_mem-child", which, str(path), "--seq", str(seq)]
+    cmd = [sys.executable, "-m", "benchmarks.inspect_bench", "--_mem-child", which, str(path), "--seq", str(seq)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     for line in done.stdout.splitlines():
         if line.startswith(MEM_MARKER):
@@ -302,7 +300,7 @@ def load_text() -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.inspect_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 s clips only")
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="timed rounds per clip (median)")
     parser.add_argument("--seq", type=int, default=DEFAULT_SEQ, help=f"token budget (default {DEFAULT_SEQ})")

@@ -27,14 +27,14 @@ stream neither finished, closed nor was aborted. The parent samples the child's 
 2 s (and glibc's ``mallinfo2`` every 10 s); the slope is fitted from the end of the warm-up to the
 deadline, while every user is busy.
 
-    python benchmarks/soak.py                      # 50 users × 300 s (the issue's figures)
-    python benchmarks/soak.py --quick              # 8 users × 20 s
-    python benchmarks/soak.py --sessions 8 --seconds 20 --json   # one JSON line (CI)
-    python benchmarks/soak.py --no-reload          # each user keeps one session and conversation
+    python -m benchmarks.soak                      # 50 users × 300 s (the issue's figures)
+    python -m benchmarks.soak --quick              # 8 users × 20 s
+    python -m benchmarks.soak --sessions 8 --seconds 20 --json   # one JSON line (CI)
+    python -m benchmarks.soak --no-reload          # each user keeps one session and conversation
 
 Memory: the RSS of the app is sampled throughout, with what glibc's ``malloc`` has handed out
 and still holds free (fragmentation shows as the second growing; the app itself trims every 30 s,
-``dots3_demo.memory``). At the end it is read once more after a garbage collection and
+``dots3_demo.serving.memory``). At the end it is read once more after a garbage collection and
 ``malloc_trim``, and once more after dropping every session Gradio holds. The app drops a closed
 tab's session ``--closed-session-ttl`` seconds after it closed (the app's default is an hour; the
 soak passes 10 s so that five minutes reach the steady state, where closing and dropping balance).
@@ -66,7 +66,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 TOKEN_RE = re.compile(r"\b(u\d+c\d+) t(\d+)\b")
@@ -79,7 +78,9 @@ TIMEOUT_S = 60  # an HTTP request of a client slower than this counts as an erro
 CLOSED_SESSION_TTL_S = 10.0  # the app's --closed-session-ttl in the soak (see --closed-session-ttl)
 CAPACITY = 64  # the double's max_num_seqs: above --sessions, so chat replies never wait for a slot
 MAX_MODEL_LEN = 32768
-CHAT_CONTROLS = (0.7, 0.95, -1, 256, -1, 1.0)  # temperature, top-p, top-k, max tokens, seed, repetition
+# the chat's controls by name (dots3_demo.ui.layout.ChatControls gives the /chat API's order)
+CHAT_CONTROLS = {"system_prompt": "", "temperature": 0.7, "top_p": 0.95, "top_k": -1, "max_tokens": 256, "seed": -1,
+                 "repetition_penalty": 1.0, "tool_choice": "auto"}
 VIDEO_CONTROLS = (MAX_MODEL_LEN, True, 0, 0, 1.0, "eval_ek")  # seq, auto reserve, reserve, max new, cap, k_mode
 
 
@@ -88,9 +89,10 @@ def _soak_llm(capacity: int) -> Any:
     """Build the session-aware double (imports vLLM: child process only)."""
     from types import SimpleNamespace
 
-    from tests.engine.doubles import RecordingRenderer
     from vllm.outputs import CompletionOutput, RequestOutput
     from vllm.v1.metrics.stats import RequestStateStats
+
+    from support.doubles import RecordingRenderer
 
     class QuietRenderer(RecordingRenderer):
         """The tests' renderer stand-in without its call log (it would grow for the whole soak)."""
@@ -192,7 +194,7 @@ def _collect_and_trim() -> float:
 
 def _malloc_figures() -> dict[str, float]:
     """glibc's ``mallinfo2``: MiB handed out by ``malloc`` and still in use, and MiB it holds free."""
-    from dots3_demo.memory import mallinfo
+    from dots3_demo.serving.memory import mallinfo
 
     info = mallinfo()
     if info is None:
@@ -308,7 +310,9 @@ class User:
 
     # -- helpers --------------------------------------------------------------------------
     def _controls(self) -> tuple[Any, ...]:
-        return ("", self.tools_json, *CHAT_CONTROLS)
+        from dots3_demo.ui.layout import ChatControls
+
+        return ChatControls.ordered({**CHAT_CONTROLS, "tools_json": self.tools_json})
 
     def _check_reply(self, chatbot: Any, what: str, *, tool: bool = False) -> bool:
         """The last reply carries this conversation's token and turn; the history only this token."""
@@ -525,7 +529,7 @@ def _slope_mib_per_min(samples: list[tuple[float, float, float]], warmup_s: floa
 
 
 def _make_media(root: Path) -> dict[str, Path]:
-    from tests import media_factory
+    from support import media_factory
 
     return {
         "image": media_factory.make_image(root / "soak.png", width=96, height=64),
@@ -542,8 +546,8 @@ class Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        self.child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--capacity", str(capacity),
-                                       "--closed-session-ttl", str(closed_session_ttl)],
+        self.child = subprocess.Popen([sys.executable, "-m", "benchmarks.soak", "--serve", str(port),
+                                       "--capacity", str(capacity), "--closed-session-ttl", str(closed_session_ttl)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         self.url = self.tools_json = ""
         deadline = time.monotonic() + 300
@@ -713,7 +717,7 @@ def print_report(figures: dict[str, Any], failed: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=50, help="concurrent simulated users (default 50)")
     parser.add_argument("--seconds", type=float, default=300.0, help="how long they loop (default 300)")
     parser.add_argument("--quick", action="store_true", help="8 users × 20 s")

@@ -15,8 +15,8 @@ from dots3_demo.inspection import (
     inspect_file,
     report_to_json,
 )
-from dots3_demo.inspection.video import DEFAULT_SEQ
 from dots3_demo.inspection.errors import one_line
+from dots3_demo.inspection.video import DEFAULT_SEQ
 from dots3_demo.profiles import ProfileError, load_profile
 
 
@@ -57,9 +57,11 @@ def _summary(item: dict) -> str:
     data = item[kind]
     if kind == "image":
         g = data["grid"]
-        return f"{item['file']}: image {data['original_size']} → {data['resized_size']}, grid {g}, {data['tokens']} tokens"
+        return (f"{item['file']}: image {data['original_size']} → {data['resized_size']}, grid {g}, "
+                f"{data['tokens']} tokens")
     if kind == "audio":
-        return f"{item['file']}: audio {data['duration']:.2f} s, {data['samples']} samples @16 kHz, {data['tokens']} tokens"
+        return (f"{item['file']}: audio {data['duration']:.2f} s, {data['samples']} samples @16 kHz, "
+                f"{data['tokens']} tokens")
     return (
         f"{item['file']}: video {len(data['frames'])} frames, {len(data['audio_segments'])} audio segments, "
         f"{data['prompt_tokens']} prompt tokens (image {data['image_pad_tokens']}, audio "
@@ -85,7 +87,8 @@ def run_inspect(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         return 2
     failed = False
     if not args.json:
-        print(f"profile: {profile.name}" + (" (approximate: " + "; ".join(profile.approximate) + ")" if profile.approximate else ""), file=out)
+        approximate = f" (approximate: {'; '.join(profile.approximate)})" if profile.approximate else ""
+        print(f"profile: {profile.name}{approximate}", file=out)
     for path in args.files:
         try:
             item = report_to_json(path, inspect_file(path, profile, settings))

@@ -88,7 +88,7 @@ class Profile:
 
         try:
             return get_tokenizer(str(self.path))
-        except Exception as exc:  # noqa: BLE001 - surface as a profile problem
+        except Exception as exc:
             raise ProfileError(f"cannot load the tokenizer in {self.path}: {exc}") from exc
 
     @cached_property

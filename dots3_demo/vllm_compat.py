@@ -1,17 +1,28 @@
-"""The one door to vLLM's dots3_note CPU code, and the two work-arounds it needs.
+"""The one door to vLLM's dots3_note CPU code, and the work-arounds it needs.
 
 Why this module exists
 ----------------------
 1. ``vllm/models/dots3_note/__init__.py`` imports the NVIDIA model (and through it
    ``vllm_flash_attn``), which fails on a host without CUDA. The CPU parts we need —
-   ``common/processor.py`` and ``common/video.py`` — do not depend on it. Only when the
-   normal import fails, we register ``vllm.models.dots3_note`` as a bare package whose
-   ``__path__`` is the real folder, so its ``common`` sub-modules import unchanged.
+   ``common/processor.py`` and ``common/video.py`` — do not depend on it. There we register
+   ``vllm.models.dots3_note`` as a bare package whose ``__path__`` is the real folder, so its
+   ``common`` sub-modules import unchanged. The normal import is tried first only where vLLM's
+   platform is CUDA (the NVIDIA model's only platform, and the one where an engine in this
+   process needs the real package); elsewhere it imported ~1,300 more modules (8 s on the 2-core
+   CI machine, a third of ``python app.py inspect``) before failing at ``vllm_flash_attn``.
 2. ``common/video.py`` calls ``hashlib.sha1(...)`` without ``usedforsecurity=False`` when a
    video's sound track is interleaved (it seeds the ``logk`` grouping, not security). On FIPS
    builds that refuse SHA-1 this raises. We give that one module a ``hashlib`` whose ``sha1``
    passes ``usedforsecurity=False`` (the form vLLM's own ``utils/hashing.py`` uses); the digest
    is bit-identical, so results do not change.
+3. ``AsyncEngineArgs.add_cli_args`` (the flags of ``vllm serve``) instantiates config defaults,
+   and ``DeviceConfig()`` raises "Failed to infer device type" where vLLM finds no device (the
+   CUDA build on a host without a GPU: vLLM's ``UnspecifiedPlatform``, whose ``device_type`` is
+   ""). :func:`engine_flags_platform` lends that platform the device type ``"cpu"`` while the
+   flags are built, so vLLM builds its own full flag set on any host. The platform object stays
+   the same (modules that imported ``current_platform`` keep it), its enum stays
+   ``UNSPECIFIED`` (``is_cpu()`` etc. do not change), and the loan ends with the block. On a host
+   with a device nothing is done.
 
 Everything else in the project imports vLLM's dots3_note code from here.
 """
@@ -23,8 +34,11 @@ import importlib
 import importlib.util
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _PACKAGE = "vllm.models.dots3_note"
 
@@ -33,11 +47,12 @@ def _ensure_dots3_package() -> None:
     """Make ``vllm.models.dots3_note.common`` importable on hosts without CUDA."""
     if _PACKAGE in sys.modules:
         return
-    try:
-        importlib.import_module(_PACKAGE)
-        return
-    except Exception:  # noqa: BLE001 - any failure of the NVIDIA import chain
-        sys.modules.pop(_PACKAGE, None)
+    if _platform_is_cuda():
+        try:
+            importlib.import_module(_PACKAGE)
+            return
+        except Exception:  # noqa: BLE001 - any failure of the NVIDIA import chain
+            sys.modules.pop(_PACKAGE, None)
     spec = importlib.util.find_spec("vllm.models")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("vLLM is not installed (need vllm==0.32.0)")
@@ -50,6 +65,16 @@ def _ensure_dots3_package() -> None:
     sys.modules[_PACKAGE] = bare
 
 
+def _platform_is_cuda() -> bool:
+    """Whether vLLM runs on CUDA here, the one platform where its dots3_note model can import."""
+    try:
+        from vllm.platforms import current_platform
+
+        return current_platform.is_cuda()
+    except Exception:  # noqa: BLE001 - platform detection failed: try the normal import, as before
+        return True
+
+
 class _FipsSafeHashlib(types.ModuleType):
     """``hashlib`` for vLLM's video module: SHA-1 only seeds a RNG there, it guards nothing."""
 
@@ -60,7 +85,7 @@ class _FipsSafeHashlib(types.ModuleType):
         return getattr(hashlib, name)
 
     @staticmethod
-    def sha1(data: bytes = b"", **kwargs):  # noqa: ANN205 - mirrors hashlib.sha1
+    def sha1(data: bytes = b"", **kwargs):
         kwargs.setdefault("usedforsecurity", False)
         return hashlib.sha1(data, **kwargs)
 
@@ -87,3 +112,30 @@ def dots_tool_parser_class() -> type:
     from vllm.tool_parsers.dots_tool_parser import DotsToolParser
 
     return DotsToolParser
+
+
+@contextmanager
+def engine_flags_platform() -> Iterator[None]:
+    """While the block runs, vLLM can build its engine flags on a host where it finds no device.
+
+    Wrap ``AsyncEngineArgs.add_cli_args`` (and nothing longer) in it; see work-around 3 above.
+    """
+    from vllm.platforms import current_platform
+
+    if current_platform.device_type:  # vLLM found a device (or is the CPU build): nothing to lend
+        yield
+        return
+    current_platform.device_type = "cpu"  # an instance attribute over the class's ""
+    try:
+        yield
+    finally:
+        del current_platform.device_type
+
+
+def load_image_bytes(data: bytes) -> Any:
+    """Image bytes loaded as vLLM's chat path loads them (``ImageMediaIO``, RGB): the PIL image the
+    inspector measures and the in-process engine is given. vLLM raises ``ValueError`` for bytes it
+    cannot decode."""
+    from vllm.multimodal.media.image import ImageMediaIO
+
+    return ImageMediaIO(image_mode="RGB").load_bytes(data).media

@@ -1,6 +1,6 @@
 """Build the bundled preview profile in ``assets/preview_profile/``.
 
-    python scripts/build_preview_profile.py
+    python -m scripts.build_preview_profile      # from the repository root
 
 The profile lets the studio inspect uploads exactly like vLLM's dots3_note code would for a
 checkpoint with this geometry, without the (undownloadable) checkpoint:

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Install what the tests need (Debian FFmpeg for torchcodec, Debian Chromium for the browser
-# tests, the Python requirements), then run the whole suite. README's test command; .ci/run calls it.
+# tests, the Python requirements and the pinned linters, vLLM's CPU build in its own venv for the
+# real-engine tier), lint (ruff on the whole tree, mypy on dots3_demo/: pyproject.toml says what
+# each checks), then run the whole suite; any failure fails the script. Extra arguments go to
+# pytest. README's test command; .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +17,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" fonts-dejavu-core fonts-noto-color-emoji
 fi
 
-python -m pip install -q -r requirements.txt
+python -m pip install -q -r requirements.txt -r requirements-dev.txt
+python -m ruff check .
+python -m mypy  # files and strictness: [tool.mypy] in pyproject.toml
+# The real-engine tier (tests/real_engine): vLLM's CPU build in a venv of its own, built once, then reused.
+DOTS3_CPU_PYTHON=$(bash scripts/cpu_engine_env.sh | tail -n 1)
+export DOTS3_CPU_PYTHON
 
 export GRADIO_ANALYTICS_ENABLED=False
 python -m pytest -q "$@"

@@ -8,12 +8,12 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from dots3_demo.profiles import Profile, load_profile  # noqa: E402
-from tests import media_factory  # noqa: E402
+from dots3_demo.profiles import Profile, load_profile
+from support import media_factory
 
 
 @pytest.fixture(scope="session")

@@ -5,44 +5,45 @@ engine flag (``AsyncEngineArgs.add_cli_args``, the same flags as ``vllm serve``)
 engine is only built with ``--engine inprocess``. ``--engine`` defaults to ``remote`` when
 ``--endpoint`` is given, else ``none`` (inspection-only).
 
-vLLM's ``add_cli_args`` instantiates config defaults, and ``DeviceConfig()`` raises "Failed to
-infer device type" on a host where vLLM finds no platform (e.g. a CUDA build without a GPU).
-There we fall back to a small set of engine flags and say so (``ENGINE_FLAGS_NOTE``); on a GPU
-host the full set is available.
+vLLM builds its own flags on every host: where it finds no device (the CUDA build without a GPU)
+``vllm_compat.engine_flags_platform`` lets its config defaults instantiate. ``python app.py --help``
+alone shows the flags recorded by the last build (``flag_cache``): building them costs more than
+the rest of ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
-from dots3_demo.engine.inprocess import MM_CACHE_WARNING
+from dots3_demo import vllm_compat
+from dots3_demo.engine import flag_cache
+from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.profiles import DEFAULT_MM_LIMITS
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MM_LIMITS = {"image": 8, "audio": 4, "video": 1}
-_FULL_FLAGS_ATTR = "_dots3_full_engine_flags"
-ENGINE_FLAGS_NOTE = (
-    "vLLM cannot infer a device on this host, so only a subset of engine flags is available "
-    "(--model, --max-model-len, --tensor-parallel-size, --limit-mm-per-prompt, "
-    "--speculative-config, --mm-processor-cache-gb, --max-num-seqs, "
-    "--gpu-memory-utilization, --served-model-name)."
-)
 
 
 def new_parser(**kwargs: Any) -> argparse.ArgumentParser:
-    """vLLM's ``FlexibleArgumentParser`` (accepts ``--flag=value``, ``--json-arg.key`` etc.)."""
+    """vLLM's ``FlexibleArgumentParser`` (accepts ``--flag=value``, ``--json-arg.key`` etc.).
+
+    vLLM keeps the keyword of ``--help=KEYWORD`` on the class, for every later parser of the process;
+    a new parser starts without one, so ``--help`` after ``--help=kv-cache`` prints the whole help.
+    """
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+    FlexibleArgumentParser._search_keyword = None
     return FlexibleArgumentParser(**kwargs)
 
 
-def add_engine_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_engine_cli_args(parser: argparse.ArgumentParser, *, help_only: bool = False) -> argparse.ArgumentParser:
     """Add ``--engine``, ``--endpoint``, ``--api-key`` and the vLLM engine flags to ``parser``.
 
     Use a ``FlexibleArgumentParser`` (see :func:`new_parser`); vLLM's flags rely on it.
+    ``help_only``: the parser will only print its help (``flag_cache.asks_for_help_only``), so
+    vLLM's flags may come from the record of the last build instead of vLLM's parser.
     """
     group = parser.add_argument_group("Dots3 NOTE Studio engine")
     group.add_argument(
@@ -56,33 +57,22 @@ def add_engine_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     group.add_argument("--api-key", default=None, help="API key for --endpoint (or OPENAI_API_KEY)")
     group.add_argument("--remote-model", default=None, help="model name on --endpoint (default: the first listed)")
 
-    from vllm.engine.arg_utils import AsyncEngineArgs
-
-    try:
-        AsyncEngineArgs.add_cli_args(new_parser(add_help=False))  # probe on a throwaway parser
-    except RuntimeError as exc:
-        logger.warning("vLLM engine flags limited: %s", exc)
-        _add_fallback_engine_args(parser)
-        parser.set_defaults(**{_FULL_FLAGS_ATTR: False})
-    else:
-        AsyncEngineArgs.add_cli_args(parser)
-        parser.set_defaults(**{_FULL_FLAGS_ATTR: True})
+    if not (help_only and flag_cache.add_cached_engine_flags(parser)):
+        add_vllm_engine_args(parser)
     # None = "not given": we default to 0 (see MM_CACHE_WARNING) and warn if the user sets it.
-    parser.set_defaults(mm_processor_cache_gb=None)
+    # vLLM's own --model default names a hub model; ours is the preview profile (no engine).
+    parser.set_defaults(mm_processor_cache_gb=None, model=None)
     return parser
 
 
-def _add_fallback_engine_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("vLLM engine (subset; " + ENGINE_FLAGS_NOTE + ")")
-    group.add_argument("--model", default=None)
-    group.add_argument("--max-model-len", type=int, default=None)
-    group.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    group.add_argument("--limit-mm-per-prompt", type=json.loads, default=None)
-    group.add_argument("--speculative-config", type=json.loads, default=None)
-    group.add_argument("--mm-processor-cache-gb", type=float, default=None)
-    group.add_argument("--max-num-seqs", type=int, default=None)
-    group.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    group.add_argument("--served-model-name", nargs="+", default=None)
+def add_vllm_engine_args(parser: argparse.ArgumentParser) -> None:
+    """vLLM's own engine flags (``AsyncEngineArgs.add_cli_args``), on any host; recorded for --help."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    mark = flag_cache.Mark(parser)
+    with vllm_compat.engine_flags_platform():
+        AsyncEngineArgs.add_cli_args(parser)
+    flag_cache.record(parser, mark)
 
 
 def engine_mode(ns: argparse.Namespace) -> str:
@@ -106,20 +96,10 @@ def engine_args_from_namespace(ns: argparse.Namespace) -> Any | None:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     values = dict(vars(ns))
-    if getattr(ns, _FULL_FLAGS_ATTR, False):
-        cache = values.get("mm_processor_cache_gb")
-        ns_copy = argparse.Namespace(**values)
-        ns_copy.mm_processor_cache_gb = 0 if cache is None else cache
-        args = AsyncEngineArgs.from_cli_args(ns_copy)
-    else:
-        fields = {
-            "model", "max_model_len", "tensor_parallel_size", "limit_mm_per_prompt",
-            "speculative_config", "mm_processor_cache_gb", "max_num_seqs",
-            "gpu_memory_utilization", "served_model_name",
-        }
-        kwargs = {k: v for k, v in values.items() if k in fields and v is not None}
-        kwargs.setdefault("mm_processor_cache_gb", 0)
-        args = AsyncEngineArgs(**kwargs)
+    cache = values.get("mm_processor_cache_gb")
+    ns_copy = argparse.Namespace(**values)
+    ns_copy.mm_processor_cache_gb = 0 if cache is None else cache
+    args = AsyncEngineArgs.from_cli_args(ns_copy)
     return apply_dots_defaults(args, limits_given=values.get("limit_mm_per_prompt") not in (None, {}))
 
 
@@ -128,6 +108,8 @@ def apply_dots_defaults(args: Any, *, limits_given: bool) -> Any:
     if not limits_given:
         args.limit_mm_per_prompt = dict(DEFAULT_MM_LIMITS)
     if (args.mm_processor_cache_gb or 0) > 0:
+        from dots3_demo.engine.inprocess import MM_CACHE_WARNING
+
         logger.warning(MM_CACHE_WARNING)
     if args.speculative_config and getattr(args, "per_request_spec_decode_metrics", "none") == "none":
         args.per_request_spec_decode_metrics = "summary"
@@ -143,7 +125,7 @@ def make_engine_args(model: str, **overrides: Any) -> Any:
     return apply_dots_defaults(AsyncEngineArgs(model=model, **overrides), limits_given=limits_given)
 
 
-def build_engine(ns: argparse.Namespace) -> Any | None:
+def build_engine(ns: argparse.Namespace) -> ChatEngine | None:
     """The ``ChatEngine`` the command line asks for (not started), or None for ``--engine none``."""
     mode = engine_mode(ns)
     if mode == "none":

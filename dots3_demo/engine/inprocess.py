@@ -21,19 +21,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
+from dots3_demo.engine import enginelog
 from dots3_demo.engine.media import prepare_messages
 from dots3_demo.engine.protocol import (
+    CONTEXT_HINT,
     EngineStatus,
     EngineUnavailable,
+    RequestRefused,
     TurnDelta,
+    TurnRejected,
     TurnRequest,
     TurnStats,
 )
 from dots3_demo.engine.stats import prompt_tokens_by_modality
 from dots3_demo.engine.textsplit import TurnAssembler
+from dots3_demo.tools.forcing import tool_call_regex
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +49,14 @@ MM_CACHE_WARNING = (
 )
 
 
-def build_mm_processor_kwargs(turn: TurnRequest) -> dict[str, Any]:
-    """Per-request kwargs for the Dots processor (they reach it only via ``prompt_extras``)."""
-    kwargs: dict[str, Any] = {"max_new_tokens": int(turn.sampling.max_tokens)}
-    budget = turn.video
-    for name in ("seq", "output_reserve", "audio_cap", "k_mode"):
-        value = getattr(budget, name)
-        if value is not None:
-            kwargs[name] = value
-    return kwargs
-
-
 def build_sampling_params(turn: TurnRequest) -> Any:
-    from vllm.sampling_params import RequestOutputKind, SamplingParams
+    """vLLM ``SamplingParams`` for ``turn``; tool choice "required" constrains decoding to one call."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
     settings = turn.sampling
+    forced = None
+    if turn.tool_choice == "required":
+        forced = StructuredOutputsParams(regex=tool_call_regex(turn.tools))
     return SamplingParams(
         temperature=float(settings.temperature),
         top_p=float(settings.top_p),
@@ -67,6 +66,7 @@ def build_sampling_params(turn: TurnRequest) -> Any:
         repetition_penalty=float(settings.repetition_penalty),
         skip_special_tokens=False,
         output_kind=RequestOutputKind.DELTA,
+        structured_outputs=forced,
     )
 
 
@@ -82,7 +82,7 @@ async def render_turn(renderer: Any, turn: TurnRequest, mm_limits: dict[str, int
         chat_template_kwargs=dict(add_generation_prompt=True, tools=turn.tools or None, tokenize=False)
     )
     tok_params = renderer.default_chat_tok_params.with_kwargs(add_special_tokens=False)
-    extras: dict[str, Any] = {"mm_processor_kwargs": build_mm_processor_kwargs(turn)}
+    extras: dict[str, Any] = {"mm_processor_kwargs": turn.mm_processor_kwargs()}
     if prepared.mm_data:
         extras["multi_modal_data"] = prepared.mm_data
         extras["multi_modal_uuids"] = prepared.mm_uuids
@@ -121,7 +121,9 @@ class InProcessEngine:
         self._starts_in_reasoning = starts_in_reasoning
         self._engine: Any = None
         self._status = EngineStatus("idle", "not started")
-        self._start_lock: asyncio.Lock | None = None
+        self._start_task: asyncio.Task[None] | None = None
+        self._tail: enginelog.OutputTail | None = None
+        self._tail_mark = 0
         self._active: set[str] = set()
         self.warnings: list[str] = []
         if (getattr(engine_args, "mm_processor_cache_gb", 0) or 0) > 0:
@@ -130,12 +132,18 @@ class InProcessEngine:
 
     # -- status ---------------------------------------------------------------------------
     @property
-    def status(self) -> EngineStatus:
-        return self._status
-
-    @property
     def engine(self) -> Any:
         return self._engine
+
+    @property
+    def label(self) -> str:
+        return f"in-process vLLM · {getattr(self.engine_args, 'model', '')}"
+
+    @property
+    def model(self) -> str | None:
+        """``--model``: the checkpoint this process loads."""
+        model = getattr(self.engine_args, "model", None)
+        return None if model is None else str(model)
 
     @property
     def capacity(self) -> int:
@@ -151,6 +159,9 @@ class InProcessEngine:
 
     @property
     def mm_limits(self) -> dict[str, int] | None:
+        """Media per request the engine takes; None while unknown (not loaded yet)."""
+        if getattr(self.engine_args, "language_model_only", False):
+            return {"image": 0, "audio": 0, "video": 0}  # known from the flags, before the engine loads
         if self._engine is None:
             return None
         mm_config = self._engine.model_config.multimodal_config
@@ -164,26 +175,80 @@ class InProcessEngine:
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        """Build the engine on the running loop (first caller builds, others wait)."""
+        """Build the engine (first caller starts the build, every caller waits for it).
+
+        The build runs in a worker thread: vLLM's ``AsyncLLM`` constructor blocks for as long as its
+        engine-core process takes to load (minutes on a GPU host), and the server's event loop must
+        keep answering the page, ``/healthz`` and the inspector meanwhile. The engine's output task
+        starts on this loop at its first request. A waiter that is cancelled (Stop) leaves the build
+        running. Raises ``EngineUnavailable`` with the reason in plain words when the build fails.
+        """
         if self._status.state == "ready":
             return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self._status.state == "ready":
-                return
-            if self._status.state == "stopped":
-                raise EngineUnavailable("the engine was shut down")
-            self._status = EngineStatus("loading", f"loading {getattr(self.engine_args, 'model', '')}")
-            try:
-                factory = self._factory or _default_factory
-                # Synchronous by design: vLLM starts its output task on the running loop.
-                self._engine = factory(self.engine_args)
-            except Exception as exc:  # noqa: BLE001 - surfaced in status for the UI
-                self._status = EngineStatus("failed", f"{type(exc).__name__}: {exc}")
-                logger.exception("engine start failed")
-                raise EngineUnavailable(self._status.message) from exc
-            self._status = EngineStatus("ready", "ready")
+        if self._status.state == "stopped":
+            raise EngineUnavailable("the engine was shut down")
+        if self._start_task is None:
+            self._start_task = asyncio.get_running_loop().create_task(self._build())
+        await asyncio.shield(self._start_task)
+        if not self._is_ready():  # the start task changed the state while this waited
+            raise EngineUnavailable(self._status.message)
+
+    def _is_ready(self) -> bool:
+        return self._status.state == "ready"
+
+    async def _build(self) -> None:
+        model = getattr(self.engine_args, "model", "")
+        tail = self._log_tail() if self._factory is None else None
+        mark = tail.mark() if tail is not None else 0
+        self._status = EngineStatus("loading", f"loading {model}", since=time.monotonic())
+        self._tail, self._tail_mark = tail, mark
+        try:
+            factory = self._factory or _default_factory
+            self._engine = await asyncio.to_thread(factory, self.engine_args)
+        except BaseException as exc:
+            lines = tail.lines(since=mark) if tail is not None else []
+            logger.error("engine start failed: %s", exc)
+            self._status = EngineStatus("failed", start_failure_message(exc, lines), since=time.monotonic(),
+                                        details=enginelog.last_lines(lines))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._status = EngineStatus("ready", "ready", since=time.monotonic())
+
+    @staticmethod
+    def _log_tail() -> enginelog.OutputTail | None:
+        try:
+            return enginelog.OutputTail.shared()
+        except OSError:  # descriptors that cannot be teed: run without the load stage
+            logger.warning("cannot follow vLLM's output; the load stage will not be shown")
+            return None
+
+    @property
+    def status(self) -> EngineStatus:
+        status = self._status
+        if status.state == "ready" and getattr(self._engine, "errored", False):  # its core died while idle
+            self._died(RuntimeError("the engine core is gone"))
+            return self._status
+        if status.state == "loading" and self._tail is not None:
+            lines = self._tail.lines(since=self._tail_mark, last=60)
+            return replace(status, stage=enginelog.load_stage(lines),
+                           details=tuple(enginelog.clean(line) for line in lines[-1:]))
+        return status
+
+    def _died(self, exc: BaseException) -> None:
+        """The engine-core process is gone: every later turn is refused with this, in plain words."""
+        lines = self._tail.lines(since=self._tail_mark) if self._tail is not None else []
+        self._status = EngineStatus(
+            "failed", "the engine stopped: its core process ended unexpectedly (killed, or out of memory). "
+            "Restart the studio to load the model again.", since=time.monotonic(),
+            details=enginelog.last_lines(lines))
+        logger.error("engine died: %r", exc)
+
+    def unfinished_requests(self) -> int | None:
+        """Requests vLLM's output processor still holds (0 when every stream ended or was aborted)."""
+        if self._engine is None:
+            return 0
+        return int(self._engine.get_num_unfinished_requests())
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None:
@@ -191,19 +256,24 @@ class InProcessEngine:
 
     async def shutdown(self) -> None:
         engine, self._engine = self._engine, None
-        self._status = EngineStatus("stopped", "shut down")
+        self._status = EngineStatus("stopped", "shut down", since=time.monotonic())
         if engine is not None:
             engine.shutdown()
 
     # -- one turn -------------------------------------------------------------------------
-    async def stream_turn(self, turn: TurnRequest) -> AsyncIterator[TurnDelta]:
+    async def stream_turn(self, turn: TurnRequest) -> AsyncGenerator[TurnDelta, None]:
         if self._status.state != "ready" or self._engine is None:
             raise EngineUnavailable(f"engine not ready ({self._status.state}: {self._status.message})")
         engine = self._engine
         request_id = turn.request_id
         if request_id in self._active:
             raise ValueError(f"request id {request_id} is already running")
-        engine_input = await render_turn(engine.renderer, turn, self.mm_limits)
+        try:
+            engine_input = await render_turn(engine.renderer, turn, self.mm_limits)
+        except TurnRejected:
+            raise
+        except refusal_types() as exc:  # vLLM's renderer refused the conversation (too long, a template error)
+            raise RequestRefused(refusal_message(exc)) from exc
         vocab = engine.renderer.get_tokenizer().get_vocab()
         sampling_params = build_sampling_params(turn)
         assembler = TurnAssembler(turn.tools, self._starts_in_reasoning)
@@ -212,10 +282,12 @@ class InProcessEngine:
         first_token_at: float | None = None
         finished = False
         self._active.add(request_id)
+        from vllm.v1.engine.exceptions import EngineDeadError
+
         try:
             stream = engine.generate(engine_input, sampling_params, request_id)
             async with contextlib.aclosing(stream):
-                async for output in stream:
+                async for output in _refusals(stream):
                     if stats.prompt is None and output.prompt_token_ids is not None:
                         stats.prompt = prompt_tokens_by_modality(
                             output.prompt_token_ids, engine_input.get("mm_placeholders"), vocab
@@ -257,13 +329,16 @@ class InProcessEngine:
                         writing_tool_call=step.writing_tool_call,
                         finished=done,
                         finish_reason=finish_reason,
-                        stats=_copy_stats(stats),
+                        stats=stats.snapshot(),
                     )
                     if done:
                         finished = True
                     yield delta
                     if done:
                         break
+        except EngineDeadError as exc:
+            self._died(exc)
+            raise EngineUnavailable(self._status.message) from exc
         finally:
             self._active.discard(request_id)
             if not finished:
@@ -272,11 +347,48 @@ class InProcessEngine:
                     await engine.abort(request_id)
 
 
-def _copy_stats(stats: TurnStats) -> TurnStats:
-    from dataclasses import replace
+async def _refusals(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """``stream``, with a ``ValueError`` raised before its first output turned into a refusal.
 
-    prompt = replace(stats.prompt) if stats.prompt is not None else None
-    return replace(stats, prompt=prompt, mtp=dict(stats.mtp) if stats.mtp else None)
+    vLLM validates a request when it is added (on the first step of ``generate``) and raises
+    ``ValueError`` for one it will not run, e.g. a prompt longer than ``--max-model-len``.
+    """
+    started = False
+    try:
+        async for output in stream:
+            started = True
+            yield output
+    except refusal_types() as exc:
+        if started:
+            raise
+        raise RequestRefused(refusal_message(exc)) from exc
+
+
+def refusal_types() -> tuple[type[BaseException], ...]:
+    """What vLLM raises for a request it will not run: ``ValueError``, and its ``VLLMClientError``
+    (e.g. ``VLLMValidationError``: a prompt over the context length, raised while rendering)."""
+    from vllm.exceptions import VLLMClientError
+
+    return (ValueError, VLLMClientError)
+
+
+def refusal_message(exc: BaseException) -> str:
+    """vLLM's reason for refusing a request, in plain words, with what to change."""
+    reason = " ".join(str(exc).split()) or "no reason given"
+    hint = ""
+    if "maximum model length" in reason or "max_model_len" in reason or "context length" in reason:
+        hint = " " + CONTEXT_HINT
+    return f"The engine refused this request: {reason}{hint}"
+
+
+def start_failure_message(exc: BaseException, lines: list[str]) -> str:
+    """Why the engine did not start, in plain words: vLLM's own message (its engine-core process
+    prints the root cause; this process only learns that initialisation failed), never a class name."""
+    own = " ".join(str(exc).split())
+    cause = enginelog.root_cause(lines)
+    if cause and (not own or enginelog.is_wrapper(own)):
+        own = cause
+    return f"the engine could not start: {own or 'vLLM gave no reason (see its last lines)'}"
 
 
 def _default_factory(engine_args: Any) -> Any:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dots3_demo import vllm_compat
 from dots3_demo.engine.protocol import TurnRejected
 
 # A stand-in frame for the video tuple: the Dots processor decodes the bytes itself, and the
@@ -99,6 +100,13 @@ def check_media_limits(messages: list[dict[str, Any]], limits: dict[str, int] | 
         count = getattr(summary, modality)
         if limits is not None and count > limits.get(modality, 0):
             allowed = limits.get(modality, 0)
+            if allowed == 0:
+                raise TurnRejected(
+                    f"This engine takes no {modality} input (it runs text only, or was started with "
+                    f"--language-model-only or a {modality} limit of 0 in --limit-mm-per-prompt), and the "
+                    f"conversation holds {count}. The upload panels still show what the model would see; "
+                    "clear them and start a new chat to go on in text."
+                )
             raise TurnRejected(
                 f"This engine accepts at most {allowed} {modality} item(s) per request "
                 f"(limit_mm_per_prompt), the conversation holds {count}."
@@ -152,14 +160,12 @@ def probe_video_fps(data: bytes) -> float:
             return float(rate) if rate else 25.0
     except TurnRejected:
         raise
-    except Exception as exc:  # noqa: BLE001 - av raises many types for bad input
+    except Exception as exc:
         raise TurnRejected(f"cannot open the video: {exc}") from exc
 
 
 def _load_image(part: dict[str, Any]) -> tuple[Any, str]:
     from PIL import Image
-
-    from vllm.multimodal.media.image import ImageMediaIO
 
     if part.get("type") == "image_pil":
         image = part.get("image_pil")
@@ -170,8 +176,8 @@ def _load_image(part: dict[str, Any]) -> tuple[Any, str]:
         return image, digest
     data = read_media_bytes(_part_url(part, "image_url"))
     try:
-        image = ImageMediaIO().load_bytes(data)
-    except Exception as exc:  # noqa: BLE001 - PIL raises many types
+        image = vllm_compat.load_image_bytes(data)  # as the inspector loads it
+    except Exception as exc:
         raise TurnRejected(f"cannot read the image: {exc}") from exc
     return image, hashlib.sha256(data).hexdigest()
 
@@ -192,7 +198,7 @@ def _load_audio(part: dict[str, Any]) -> tuple[Any, str]:
         data = read_media_bytes(_part_url(part, "audio_url"))
     try:
         audio, rate = AudioMediaIO().load_bytes(data)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise TurnRejected(f"cannot decode the audio: {exc}") from exc
     return (np.asarray(audio), float(rate)), hashlib.sha256(data).hexdigest()
 

@@ -3,14 +3,21 @@
 A Gradio chat callback builds a :class:`TurnRequest`, iterates ``engine.stream_turn(turn)`` and
 renders each :class:`TurnDelta`. Cancelling the callback (Stop button, tab closed) closes that
 async generator; every adapter aborts the request in a ``finally`` so the GPU is freed.
+
+A tool call is a :class:`ToolCall` (defined with the tool-call parser in ``dots3_demo.tools.calls``,
+re-exported here: the engine layer sits above the tools layer) from the parser to the tool panel.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from dots3_demo.budget import VideoSettings
+from dots3_demo.tools.calls import ToolCall as ToolCall
+from dots3_demo.tools.calls import ToolCallStatus as ToolCallStatus
 
 EngineState = Literal["idle", "loading", "ready", "failed", "stopped"]
 
@@ -23,6 +30,17 @@ class EngineUnavailable(RuntimeError):
     """The engine is not ready (still loading, failed, or shut down); the message says which."""
 
 
+CONTEXT_HINT = ("Clear the chat or shorten the conversation, lower max tokens in Sampling, or for a video "
+                "lower seq in the Budget tab.")
+
+
+class RequestRefused(TurnRejected):
+    """The engine or server refused a request it was sent (a 400, a prompt over the context length).
+
+    Not an engine failure: the message says what was refused and what to change, in plain words.
+    """
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """Per-turn sampling, mirrored onto vLLM ``SamplingParams`` / the OpenAI request."""
@@ -33,16 +51,6 @@ class SamplingSettings:
     max_tokens: int = 1024
     seed: int | None = None
     repetition_penalty: float = 1.0
-
-
-@dataclass(frozen=True)
-class VideoBudget:
-    """The Dots video planner's per-request knobs (``mm_processor_kwargs``). None = vLLM default."""
-
-    seq: int | None = None
-    output_reserve: int | None = None
-    audio_cap: float | None = None
-    k_mode: str | None = None  # eval_ek | eval30 | whole | logk
 
 
 @dataclass
@@ -61,12 +69,21 @@ class TurnRequest:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    video: VideoBudget = field(default_factory=VideoBudget)
+    video: VideoSettings | None = None  # the Budget tab's video budget; None: vLLM's defaults
+    tool_choice: str = "auto"  # "required": one call of ``tools``, forced by structured outputs
     request_id: str = ""
 
     def __post_init__(self) -> None:
         if not self.request_id:
             self.request_id = new_request_id(self.session_id)
+
+    def mm_processor_kwargs(self) -> dict[str, Any]:
+        """vLLM's per-request ``mm_processor_kwargs`` for this turn: the video budget, planned for the
+        reply's max tokens (both adapters send this; the Dots processor reads it)."""
+        max_tokens = int(self.sampling.max_tokens)
+        if self.video is None:
+            return {"max_new_tokens": max_tokens}
+        return self.video.mm_processor_kwargs(max_new_tokens=max_tokens)
 
 
 def new_request_id(session_id: str) -> str:
@@ -86,6 +103,7 @@ class PromptTokens:
     video_frames: int = 0  # image pad tokens inside the video
     video_audio: int = 0  # audio pad tokens inside the video (0 = the sound track was dropped)
     cached: int | None = None  # prefix-cache hits, when the engine reports them
+    by_modality: bool = True  # False: only ``total`` is known (an OpenAI server reports no split)
 
 
 @dataclass
@@ -100,6 +118,11 @@ class TurnStats:
     elapsed_s: float = 0.0
     source: str = ""  # "engine" (vLLM RequestOutput) or "server" (OpenAI usage)
 
+    def snapshot(self) -> TurnStats:
+        """A copy a delta can carry while the adapter keeps updating its own (both adapters use it)."""
+        prompt = replace(self.prompt) if self.prompt is not None else None
+        return replace(self, prompt=prompt, mtp=dict(self.mtp) if self.mtp else None)
+
 
 @dataclass
 class TurnDelta:
@@ -108,22 +131,36 @@ class TurnDelta:
     request_id: str
     text: str = ""
     reasoning: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # all calls so far
+    tool_calls: tuple[ToolCall, ...] = ()  # all calls so far ("writing" while the model writes one)
     writing_tool_call: bool = False  # a tool-call block is open (nothing parsed from it yet)
     finished: bool = False
     finish_reason: str | None = None
     stats: TurnStats = field(default_factory=TurnStats)
+    notices: tuple[str, ...] = ()  # plain-words notes on how the request was served (shown once)
 
 
 @dataclass(frozen=True)
 class EngineStatus:
+    """What the engine is doing, for the status line, the header and ``/readyz``.
+
+    ``since`` is the ``time.monotonic()`` of the last state change (loading: when the load began);
+    ``stage`` the load stage seen last (e.g. "loading weights"); ``details`` the engine's own last
+    log lines when it failed to start or died (shown in a fold, never as the message).
+    """
+
     state: EngineState
     message: str = ""
+    since: float | None = None
+    stage: str = ""
+    details: tuple[str, ...] = ()
 
 
 @runtime_checkable
 class ChatEngine(Protocol):
-    """The engine as the UI sees it."""
+    """The engine as the UI sees it: every hook the UI and the health routes use, and nothing else.
+
+    ``InProcessEngine`` (``engine.inprocess``) and ``RemoteEngine`` (``engine.remote``) implement it.
+    """
 
     @property
     def status(self) -> EngineStatus: ...
@@ -136,14 +173,37 @@ class ChatEngine(Protocol):
     @property
     def max_model_len(self) -> int | None: ...
 
+    @property
+    def mm_limits(self) -> dict[str, int] | None:
+        """Media items per request by modality, when known (None: unknown, the engine will say)."""
+        ...
+
     async def start(self) -> None:
         """Build/connect on the running loop. Idempotent; concurrent callers share one start."""
         ...
 
-    def stream_turn(self, turn: TurnRequest) -> AsyncIterator[TurnDelta]:
-        """Generate one turn. Raises TurnRejected before sending, EngineUnavailable if not ready."""
+    def stream_turn(self, turn: TurnRequest) -> AsyncGenerator[TurnDelta, None]:
+        """Generate one turn. Raises TurnRejected before sending, EngineUnavailable if not ready.
+
+        Closing the generator before its last delta (``aclose()``: Stop, tab closed) aborts the request.
+        """
+        ...
+
+    @property
+    def label(self) -> str:
+        """What the engine is, for the header and the status line (e.g. "in-process vLLM")."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The model it serves, for ``/healthz``: ``--model`` in-process, the server's model name
+        when remote (None: not known yet)."""
         ...
 
     async def abort(self, request_id: str) -> None: ...
+
+    def unfinished_requests(self) -> int | None:
+        """Requests the engine still holds (None: this backend cannot tell, e.g. a remote server)."""
+        ...
 
     async def shutdown(self) -> None: ...

@@ -14,23 +14,57 @@ import contextlib
 import mimetypes
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dots3_demo.engine.media import check_media_limits, modality_of, read_media_bytes
 from dots3_demo.engine.protocol import (
+    CONTEXT_HINT,
     EngineStatus,
     EngineUnavailable,
     PromptTokens,
+    RequestRefused,
     TurnDelta,
     TurnRejected,
     TurnRequest,
     TurnStats,
 )
 from dots3_demo.engine.textsplit import ReasoningSplitter
+from dots3_demo.tools.calls import ToolCallAccumulator
+from dots3_demo.tools.forcing import tool_call_regex
 
 _DEFAULT_MIME = {"image": "image/png", "audio": "audio/wav", "video": "video/mp4"}
+
+# vLLM's server refuses per-request mm_processor_kwargs unless started with --trust-request-mm-kwargs.
+MM_KWARGS_FLAG = "--trust-request-mm-kwargs"
+MM_KWARGS_REFUSED = (
+    f"This server does not take the studio's video budget (it was started without {MM_KWARGS_FLAG}), so it "
+    "plans the video with its own defaults: the frames and tokens the Budget tab shows may not be what the "
+    f"model gets. Start the server with {MM_KWARGS_FLAG} to have it plan exactly as shown."
+)
+
+
+def has_video(messages: list[dict[str, Any]]) -> bool:
+    """Whether any message carries a video part (the only media the budget kwargs plan)."""
+    return any(isinstance(part, dict) and modality_of(part) == "video"
+               for message in messages if isinstance(message.get("content"), list)
+               for part in message["content"])
+
+
+def refused_message(exc: Any) -> str:
+    """A server's refusal (an HTTP 4xx) in plain words, with what to change."""
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    detail = body.get("message") if isinstance(body, dict) else None
+    detail = " ".join(str(detail or getattr(exc, "message", "") or exc).split())
+    hint = ""
+    if "context length" in detail or "max_model_len" in detail or "maximum model length" in detail:
+        hint = " " + CONTEXT_HINT
+    elif status in (401, 403):
+        hint = " Check the API key (--api-key or OPENAI_API_KEY)."
+    return f"The server refused this request (HTTP {status}): {detail}{hint}"
 
 
 def _to_data_url(url: str, modality: str) -> str:
@@ -61,6 +95,8 @@ def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             value = part[kind]
             url = value.get("url") if isinstance(value, dict) else value
+            if not isinstance(url, str):
+                raise TurnRejected(f"a {kind} part has no URL")
             parts.append({"type": kind, kind: {"url": _to_data_url(url, modality)}})
         wire.append({**message, "content": parts})
     return wire
@@ -87,14 +123,24 @@ class RemoteEngine:
         self._status = EngineStatus("idle", "not connected")
         self._max_model_len: int | None = None
         self._streams: dict[str, Any] = {}
+        self.mm_kwargs_refused = False  # the server refused per-request mm_processor_kwargs once
 
     @property
     def status(self) -> EngineStatus:
         return self._status
 
     @property
+    def label(self) -> str:
+        return f"remote · {self.model or '?'} at {self.endpoint}"
+
+    @property
     def capacity(self) -> int:
         return self._capacity
+
+    @property
+    def mm_limits(self) -> dict[str, int] | None:
+        """The server's limits are its own; it says so when a request exceeds them."""
+        return None
 
     @property
     def max_model_len(self) -> int | None:
@@ -108,7 +154,8 @@ class RemoteEngine:
 
         self._status = EngineStatus("loading", f"connecting to {self.endpoint}")
         try:
-            self._client = AsyncOpenAI(base_url=self.endpoint, api_key=self._api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY", timeout=self._timeout)
+            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+            self._client = AsyncOpenAI(base_url=self.endpoint, api_key=api_key, timeout=self._timeout)
             models = await self._client.models.list()
             listed = list(models.data)
             if self.model is None:
@@ -120,10 +167,37 @@ class RemoteEngine:
                     self._max_model_len = getattr(entry, "max_model_len", None) or (
                         (entry.model_extra or {}).get("max_model_len")
                     )
-        except Exception as exc:  # noqa: BLE001 - surfaced in status
-            self._status = EngineStatus("failed", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or "no answer"
+            self._status = EngineStatus("failed", f"cannot reach {self.endpoint}: {reason}",
+                                        since=time.monotonic())
             raise EngineUnavailable(self._status.message) from exc
-        self._status = EngineStatus("ready", f"{self.model} at {self.endpoint}")
+        self._status = EngineStatus("ready", f"{self.model} at {self.endpoint}", since=time.monotonic())
+
+    def probe(self, timeout: float = 5.0) -> bool:
+        """Ask the server's ``/models`` now, synchronously (before the UI is built), for the model name
+        and its ``max_model_len``, so the Budget tab and max tokens start sized to the server.
+        False when the server does not answer (the sizes then come from the first connection)."""
+        import json
+        import urllib.request
+
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        request = urllib.request.Request(f"{self.endpoint}/models", headers={"Authorization": f"Bearer {key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                listed = json.load(answer).get("data") or []
+        except (OSError, ValueError):
+            return False
+        entry = next((m for m in listed if self.model is None or m.get("id") == self.model), None)
+        if entry is None:
+            return False
+        self.model = self.model or entry.get("id")
+        self._max_model_len = entry.get("max_model_len") or self._max_model_len
+        return True
+
+    def unfinished_requests(self) -> int | None:
+        """The server's own count is in its ``/metrics``; the studio cannot tell from here."""
+        return None
 
     async def abort(self, request_id: str) -> None:
         stream = self._streams.pop(request_id, None)
@@ -137,18 +211,20 @@ class RemoteEngine:
         if self._client is not None:
             await self._client.close()
         self._client = None
-        self._status = EngineStatus("stopped", "disconnected")
+        self._status = EngineStatus("stopped", "disconnected", since=time.monotonic())
 
-    def _request_body(self, turn: TurnRequest) -> dict[str, Any]:
+    def _request_body(self, turn: TurnRequest, *, mm_kwargs: bool = True) -> dict[str, Any]:
+        """The chat-completions request. The video budget (``mm_processor_kwargs``) goes only with a
+        video, and only while the server takes it (``mm_kwargs``)."""
         settings = turn.sampling
         extra: dict[str, Any] = {
             "repetition_penalty": settings.repetition_penalty,
             "skip_special_tokens": False,
-            "mm_processor_kwargs": {
-                "max_new_tokens": settings.max_tokens,
-                **{k: v for k in ("seq", "output_reserve", "audio_cap", "k_mode") if (v := getattr(turn.video, k)) is not None},
-            },
         }
+        if mm_kwargs and has_video(turn.messages):
+            extra["mm_processor_kwargs"] = turn.mm_processor_kwargs()
+        if turn.tool_choice == "required":
+            extra["structured_outputs"] = {"regex": tool_call_regex(turn.tools)}
         if settings.top_k and settings.top_k > 0:
             extra["top_k"] = settings.top_k
         body: dict[str, Any] = {
@@ -168,21 +244,18 @@ class RemoteEngine:
             body["tool_choice"] = "auto"
         return body
 
-    async def stream_turn(self, turn: TurnRequest) -> AsyncIterator[TurnDelta]:
+    async def stream_turn(self, turn: TurnRequest) -> AsyncGenerator[TurnDelta, None]:
         if self._status.state != "ready" or self._client is None:
             raise EngineUnavailable(f"endpoint not ready ({self._status.state}: {self._status.message})")
         check_media_limits(turn.messages, None)
-        body = self._request_body(turn)
         request_id = turn.request_id
         started = time.monotonic()
         first_at: float | None = None
         splitter = ReasoningSplitter()
-        calls: dict[int, dict[str, Any]] = {}
+        calls = ToolCallAccumulator()  # the server's tool_calls deltas (its DotsToolParser's), by index
         stats = TurnStats(source="server")
         finish_reason: str | None = None
-        stream = await self._client.chat.completions.create(
-            **body, extra_headers={"X-Request-Id": request_id}
-        )
+        stream, notices = await self._open(turn)
         self._streams[request_id] = stream
         finished = False
         try:
@@ -191,7 +264,7 @@ class RemoteEngine:
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
                     stats.output_tokens = usage.completion_tokens or 0
-                    stats.prompt = PromptTokens(total=usage.prompt_tokens or 0)
+                    stats.prompt = PromptTokens(total=usage.prompt_tokens or 0, by_modality=False)
                     details = getattr(usage, "prompt_tokens_details", None)
                     if details is not None and getattr(details, "cached_tokens", None) is not None:
                         stats.prompt.cached = details.cached_tokens
@@ -203,17 +276,7 @@ class RemoteEngine:
                     reasoning += server_reasoning + r
                     text += t
                     for tool_delta in delta.tool_calls or []:
-                        call = calls.setdefault(
-                            tool_delta.index,
-                            {"id": "", "name": "", "arguments": "", "status": "streaming", "index": tool_delta.index},
-                        )
-                        if tool_delta.id:
-                            call["id"] = tool_delta.id
-                        if tool_delta.function is not None:
-                            if tool_delta.function.name:
-                                call["name"] = tool_delta.function.name
-                            if tool_delta.function.arguments:
-                                call["arguments"] += tool_delta.function.arguments
+                        calls.add(tool_delta)  # "writing" until the stream ends
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
                 if (reasoning or text or calls) and first_at is None:
@@ -228,21 +291,23 @@ class RemoteEngine:
                         request_id=request_id,
                         text=text,
                         reasoning=reasoning,
-                        tool_calls=[dict(c) for _, c in sorted(calls.items())],
-                        stats=_snapshot(stats),
+                        tool_calls=calls.calls,
+                        stats=stats.snapshot(),
+                        notices=notices,
                     )
+                    notices = ()
             r, t = splitter.finish()
-            for call in calls.values():
-                call["status"] = "complete"
+            calls.settle()
             finished = True
             yield TurnDelta(
                 request_id=request_id,
                 text=t,
                 reasoning=r,
-                tool_calls=[dict(c) for _, c in sorted(calls.items())],
+                tool_calls=calls.calls,
                 finished=True,
                 finish_reason=finish_reason,
-                stats=_snapshot(stats),
+                stats=stats.snapshot(),
+                notices=notices,
             )
         finally:
             self._streams.pop(request_id, None)
@@ -251,7 +316,31 @@ class RemoteEngine:
                     await stream.close()
 
 
-def _snapshot(stats: TurnStats) -> TurnStats:
-    from dataclasses import replace
+    async def _open(self, turn: TurnRequest) -> tuple[Any, tuple[str, ...]]:
+        """Send the request; returns the stream and the notices on how it was served.
 
-    return replace(stats, prompt=replace(stats.prompt) if stats.prompt else None)
+        A server that refuses per-request ``mm_processor_kwargs`` gets the request again without
+        them (and never again with them), and the user is told what that means. Any other refusal
+        (HTTP 4xx) raises ``RequestRefused`` in plain words; it is not an engine failure.
+        """
+        import openai
+
+        notices: tuple[str, ...] = ()
+        headers = {"X-Request-Id": turn.request_id}
+        try:
+            try:
+                body = self._request_body(turn, mm_kwargs=not self.mm_kwargs_refused)
+                return await self._client.chat.completions.create(**body, extra_headers=headers), notices
+            except openai.BadRequestError as exc:
+                if "mm_processor_kwargs" not in str(exc) or "mm_processor_kwargs" not in body.get("extra_body", {}):
+                    raise
+                self.mm_kwargs_refused = True
+                notices = (MM_KWARGS_REFUSED,)
+                self._status = replace(self._status, message=f"{self._status.message} · plans videos with its own "
+                                       f"defaults, not the Budget tab's (no {MM_KWARGS_FLAG})")
+                body = self._request_body(turn, mm_kwargs=False)
+                return await self._client.chat.completions.create(**body, extra_headers=headers), notices
+        except openai.APIStatusError as exc:
+            if 400 <= exc.status_code < 500 and exc.status_code not in (404, 408, 429):
+                raise RequestRefused(refused_message(exc)) from exc
+            raise

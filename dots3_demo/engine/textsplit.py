@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dots3_demo.tools.calls import ToolCall
 from dots3_demo.tools.streaming import StreamingToolCallParser
 
 THINK_START = "<think>"
@@ -71,7 +72,7 @@ class ReasoningSplitter:
 class AssembledStep:
     reasoning: str
     text: str
-    tool_calls: list[dict[str, Any]]
+    tool_calls: tuple[ToolCall, ...]
     writing_tool_call: bool
 
 
@@ -97,6 +98,6 @@ class TurnAssembler:
         return AssembledStep(
             reasoning=reasoning,
             text=text,
-            tool_calls=[call.as_dict() for call in self._tools.calls],
+            tool_calls=self._tools.calls,
             writing_tool_call=self._tools.in_tool_block and not self._tools.calls_in_open_block(),
         )

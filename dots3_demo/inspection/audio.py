@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from dots3_demo import ffmpeg
 from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, probe_file, require_kind
 from dots3_demo.profiles import Profile
@@ -58,7 +59,11 @@ def load_audio_as_vllm(path: Path, profile: Profile) -> tuple[np.ndarray, int, i
 
     try:
         audio, sample_rate = AudioMediaIO().load_file(path)
-    except Exception as exc:  # noqa: BLE001 - vLLM raises many kinds here
+    except Exception as exc:
+        # vLLM tries torchcodec, then libsndfile, then PyAV: only when neither FFmpeg-backed decoder
+        # has FFmpeg is the failure the libraries' and not the file's.
+        if ffmpeg.libraries_problem() and ffmpeg.pyav_problem():
+            raise InspectionError(ffmpeg.media_problem()) from exc
         raise InspectionError(
             f"cannot decode the audio ({one_line(exc) or 'no decoder could read it'})"
         ) from exc

@@ -1,8 +1,6 @@
-"""The one error type the inspector raises for input a user can fix."""
+"""The one error type the inspector raises for input a user can fix (defined in ``dots3_demo.errors``)."""
 
-
-class InspectionError(ValueError):
-    """A file or setting that cannot be inspected; ``str(err)`` is a one-line reason."""
+from dots3_demo.errors import InspectionError as InspectionError
 
 
 def one_line(text: object, limit: int = 200) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
+from dots3_demo import vllm_compat
 from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, probe_file, require_kind
 from dots3_demo.profiles import Profile
@@ -43,10 +44,8 @@ class ImageReport:
 
 def load_image_as_vllm(data: bytes) -> Image.Image:
     """Load image bytes exactly as vLLM's chat path does (``ImageMediaIO``, RGB)."""
-    from vllm.multimodal.media.image import ImageMediaIO
-
     try:
-        return ImageMediaIO(image_mode="RGB").load_bytes(data).media
+        return vllm_compat.load_image_bytes(data)
     except ValueError as exc:
         text = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-f]+>", "", one_line(exc))
         raise InspectionError(text.replace("Failed to load image: ", "cannot decode image: ")) from exc

@@ -20,7 +20,7 @@ import argparse
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from dots3_demo.inspection.errors import InspectionError
 from dots3_demo.inspection.probe import DEFAULT_MAX_IMAGE_PIXELS, MediaProbe
@@ -131,7 +131,8 @@ class UploadLimits:
 
     def __post_init__(self) -> None:
         parse_file_size(self.max_file_size)
-        object.__setattr__(self, "max_video_resolution", parse_resolution(tuple(self.max_video_resolution)))
+        resolution = cast(tuple[int, int], tuple(self.max_video_resolution))  # a list from JSON too
+        object.__setattr__(self, "max_video_resolution", parse_resolution(resolution))
         for name in ("max_video_seconds", "max_audio_seconds"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{FLAGS[name]} must be positive, not {getattr(self, name)!r}")

@@ -8,13 +8,14 @@ modules.
 
 from __future__ import annotations
 
-import warnings
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from PIL import Image
 
+from dots3_demo import ffmpeg
 from dots3_demo.inspection.errors import InspectionError
 
 Kind = Literal["image", "audio", "video"]
@@ -64,28 +65,53 @@ def _looks_like_text(head: bytes) -> bool:
     return all(b >= 9 for b in head[:512])
 
 
+def _open_header(handle: BinaryIO, name: str) -> Image.Image | None:
+    """The image in ``handle`` opened lazily by PIL's own format plugin, tried in the order
+    ``Image.open`` tries them, but without ``Image.open``'s decompression-bomb check.
+
+    That check compares the picture with the process-wide ``Image.MAX_IMAGE_PIXELS`` (a warning
+    above 89 M pixels, an error above 179 M) and would hide the size this module reports against its
+    own limit. This module used to lift that global for the length of a call; with inspections
+    running side by side one call could then restore another's lifted value, leaving every later
+    ``Image.open`` in the process — vLLM's image loader's, Gradio's — with no limit at all. Here
+    nothing process-wide is changed: no global, no warning filter.
+    """
+    prefix = handle.read(16)
+    Image.preinit()  # what Image.open tries first (BMP, GIF, JPEG, PPM, PNG) …
+    tried: set[str] = set()
+    for load in (None, Image.init):  # … then every other registered format
+        if load is not None:
+            load()
+        for fmt in [f for f in Image.ID if f not in tried]:
+            tried.add(fmt)
+            factory, accept = Image.OPEN[fmt]
+            verdict = accept(prefix) if accept else True
+            if not verdict or isinstance(verdict, str):
+                continue
+            handle.seek(0)
+            try:
+                return factory(handle, name)
+            except (SyntaxError, IndexError, TypeError, struct.error):  # what Image.open skips too
+                continue
+    return None
+
+
 def _probe_image(path: Path, size: int, max_image_pixels: int) -> MediaProbe | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            previous = Image.MAX_IMAGE_PIXELS
-            Image.MAX_IMAGE_PIXELS = None  # we apply our own limit below, with a clear message
-            try:
-                with Image.open(path) as image:
-                    if image.format in _PIL_IDENTIFY_ONLY:
-                        return None
-                    probe = MediaProbe(
-                        path=path,
-                        kind="image",
-                        size_bytes=size,
-                        format_name=image.format or "image",
-                        width=image.width,
-                        height=image.height,
-                        mode=image.mode,
-                        n_frames=int(getattr(image, "n_frames", 1) or 1),
-                    )
-            finally:
-                Image.MAX_IMAGE_PIXELS = previous
+        with path.open("rb") as handle:
+            image = _open_header(handle, str(path))
+            if image is None or image.format in _PIL_IDENTIFY_ONLY:
+                return None
+            probe = MediaProbe(
+                path=path,
+                kind="image",
+                size_bytes=size,
+                format_name=image.format or "image",
+                width=image.width,
+                height=image.height,
+                mode=image.mode,
+                n_frames=int(getattr(image, "n_frames", 1) or 1),
+            )
     except (OSError, SyntaxError, ValueError, Image.UnidentifiedImageError):
         return None
     pixels = probe.width * probe.height
@@ -98,6 +124,8 @@ def _probe_image(path: Path, size: int, max_image_pixels: int) -> MediaProbe | N
 
 
 def _probe_av(path: Path, size: int) -> MediaProbe:
+    if ffmpeg.pyav_problem():  # PyAV without FFmpeg: the libraries, never the file
+        raise InspectionError(ffmpeg.media_problem())
     import av
 
     try:

@@ -5,7 +5,8 @@ vLLM's function on the raw bytes (the path the engine takes with ``mm_processor_
 Sizes and grids come from vLLM's image processor, prompt tokens from vLLM's tokenizer. Around
 that we *explain* the result — solver inputs, why the audio was kept or dropped, the cost curve —
 using vLLM's own helpers (``_solve_degrade``, ``_audio_tokens``, ``_compute_target_size`` …);
-``tests/inspection/test_video_parity.py`` / ``test_solver_parity.py`` pins every explanation to what vLLM actually produced, and the
+``tests/inspection/test_video_parity.py`` / ``test_solver_parity.py`` pins every explanation to what vLLM
+actually produced, and the
 report says so when the two disagree instead of showing a wrong number.
 """
 
@@ -20,70 +21,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from dots3_demo import vllm_compat
+from dots3_demo import ffmpeg, vllm_compat
+from dots3_demo.budget import DEFAULT_SEQ as DEFAULT_SEQ
+from dots3_demo.budget import K_MODES as K_MODES
+from dots3_demo.budget import VideoSettings as VideoSettings
 from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, require_kind
 from dots3_demo.profiles import Profile
 
-K_MODES = ("eval_ek", "eval30", "whole", "logk")
-DEFAULT_SEQ = 32768
-
 Progress = Callable[[float, str], None]
-
-
-@dataclass(frozen=True)
-class VideoSettings:
-    """The per-request ``mm_processor_kwargs`` that steer vLLM's video budget."""
-
-    seq: int = DEFAULT_SEQ
-    output_reserve: int | None = None  # None: vLLM's default, seq // 4
-    max_new_tokens: int = 0
-    audio_cap: float = 1.0
-    k_mode: str = "eval_ek"
-    question: str = ""  # seeds the ``logk`` grouping only
-    problem: str = ""  # set by a UI whose controls held no usable number: ``validate`` raises it
-
-    @property
-    def configured_reserve(self) -> int:
-        return self.seq // 4 if self.output_reserve is None else self.output_reserve
-
-    @property
-    def effective_reserve(self) -> int:
-        return max(self.configured_reserve, self.max_new_tokens)
-
-    def validate(self) -> None:
-        """Raise ``InspectionError`` for settings vLLM would reject, in plain words."""
-        if self.problem:
-            raise InspectionError(self.problem)
-        if self.seq <= 0:
-            raise InspectionError(f"seq must be positive, got {self.seq}")
-        if self.output_reserve is not None and self.output_reserve < 0:
-            raise InspectionError(f"output reserve must be ≥ 0, got {self.output_reserve}")
-        if self.max_new_tokens < 0:
-            raise InspectionError(f"max new tokens must be ≥ 0, got {self.max_new_tokens}")
-        if self.effective_reserve >= self.seq:
-            raise InspectionError(
-                f"output reserve {self.effective_reserve} (max of reserve and max new tokens) "
-                f"leaves no room for the video in seq {self.seq}"
-            )
-        if not math.isfinite(self.audio_cap) or self.audio_cap < 0:
-            raise InspectionError(f"audio cap must be ≥ 0, got {self.audio_cap}")
-        if self.k_mode not in K_MODES:
-            raise InspectionError(f"k_mode must be one of {', '.join(K_MODES)}, got {self.k_mode!r}")
-
-    def as_mm_processor_kwargs(self) -> dict[str, Any]:
-        """The same settings as vLLM's per-request ``mm_processor_kwargs``."""
-        kwargs: dict[str, Any] = {
-            "seq": self.seq,
-            "max_new_tokens": self.max_new_tokens,
-            "audio_cap": self.audio_cap,
-            "k_mode": self.k_mode,
-        }
-        if self.output_reserve is not None:
-            kwargs["output_reserve"] = self.output_reserve
-        if self.question:
-            kwargs["video_question"] = self.question
-        return kwargs
 
 
 @dataclass
@@ -254,14 +200,24 @@ class VideoReport:
 
 @cache
 def torchcodec_problem() -> str | None:
-    """Why vLLM's video decoder (torchcodec) cannot run here, or None if it can."""
+    """Why vLLM's video decoder (torchcodec) cannot run here, or None if it can.
+
+    First the start-up check (``dots3_demo.ffmpeg``: can any FFmpeg torchcodec was built for be
+    loaded?), then torchcodec itself: since 0.17 its import succeeds without FFmpeg and only
+    ``torchcodec._core.ops._FFMPEG_AVAILABLE`` tells, so a missing FFmpeg would otherwise surface
+    as an unreadable file."""
+    if problem := ffmpeg.libraries_problem():
+        return problem
     try:
+        from torchcodec._core import ops
         from torchcodec.decoders import AudioDecoder, VideoDecoder  # noqa: F401
+        if getattr(ops, "_FFMPEG_AVAILABLE", True) is False:
+            ops.load_core_libraries()  # raises, with torchcodec's own reason
     except Exception as exc:  # noqa: BLE001 - ImportError, OSError, RuntimeError all seen
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = one_line(exc) or type(exc).__name__
         return (
-            "torchcodec cannot load the FFmpeg libraries, so vLLM can decode neither frames nor "
-            f"sound of a video ({first}); install FFmpeg (Debian: apt-get install ffmpeg)"
+            f"vLLM's video decoder (torchcodec) cannot load FFmpeg's libraries ({first}), so it cannot "
+            f"read any video or decode its sound track. {ffmpeg.INSTALL_HINT}"
         )
     return None
 
@@ -279,8 +235,8 @@ def solver_curve(
 ) -> dict[str, np.ndarray]:
     """The solver's usage at each quality scale, from vLLM's own constants and helpers.
 
-    vLLM's ``_solve_degrade`` bisects this curve internally; ``tests/inspection/test_video_parity.py`` / ``test_solver_parity.py``
-    checks that bisecting it here lands on vLLM's answer for many shapes and budgets.
+    vLLM's ``_solve_degrade`` bisects this curve internally; ``tests/inspection/test_video_parity.py`` /
+    ``test_solver_parity.py`` checks that bisecting it here lands on vLLM's answer for many shapes and budgets.
     """
     v = vllm_compat.video_module()
     orig_max_pf = _native_patches(orig_h, orig_w)
@@ -297,7 +253,8 @@ def solver_curve(
     return {"scale": scales, "cost": cost, "fps": fps, "patch_cap": patch_caps, "frames": frames}
 
 
-def _chosen_scale(duration, orig_h, orig_w, orig_fps, seq_length, visual_budget) -> float:
+def _chosen_scale(duration: float, orig_h: int, orig_w: int, orig_fps: float, seq_length: int,
+                  visual_budget: int) -> float:
     """The scale vLLM's bisection settles on (1.0 if everything fits, 0.0 if nothing does)."""
     def cost(scale: float) -> int:
         c = solver_curve(duration, orig_h, orig_w, orig_fps, seq_length, np.array([scale]))
@@ -341,11 +298,14 @@ def _audio_decision(
     else:
         pcm, duration = v._decode_audio(data, sample_rate)
     if pcm is None:
-        decision.reason = (
-            "the sound track could not be decoded by torchcodec — vLLM drops it silently, so "
-            "the model would get frames only (is the file truncated, or are the FFmpeg "
-            "libraries missing?)"
-        )
+        if problem := torchcodec_problem():  # the libraries, not the file
+            decision.reason = f"{problem} vLLM drops the sound track silently: the model would get frames only."
+        else:
+            decision.reason = (
+                "the sound track could not be decoded by torchcodec — vLLM drops it silently, so "
+                "the model would get frames only (is the sound track truncated or damaged, or in a "
+                "codec FFmpeg cannot decode?)"
+            )
         return decision
     decision.decoded = True
     decision.duration = duration
@@ -415,7 +375,7 @@ def inspect_video_bytes(
         )
     except InspectionError:
         raise
-    except Exception as exc:  # noqa: BLE001 - vLLM/torchcodec raise KeyError, RuntimeError …
+    except Exception as exc:
         detail = one_line(exc) if isinstance(exc, (ValueError, RuntimeError, OSError)) else ""
         raise InspectionError(
             "vLLM's video decoder (torchcodec) could not read this video; the file may be "
@@ -543,7 +503,8 @@ def inspect_video_bytes(
             f"{frames[0].decoded_size[1]} → {frames[0].resized_size[0]}×{frames[0].resized_size[1]}"
         )
     if not decision.kept and decision.in_file and decision.decoded is False and audio_cap > 0:
-        notes.append("INCOMPLETE: the sound track was not decoded; the model would get frames only")
+        cause = f" ({ffmpeg.NOT_INSTALLED})" if decision.reason.startswith(ffmpeg.NOT_INSTALLED) else ""
+        notes.append(f"INCOMPLETE: the sound track was not decoded{cause}; the model would get frames only")
     report(1.0, "done")
     return VideoReport(
         probe=probe,

@@ -10,7 +10,8 @@ import ast
 import json
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 EXAMPLE_TOOLS: list[dict[str, Any]] = [
     {
@@ -89,8 +90,9 @@ _MAX_POWER = 1000
 _MAX_MAGNITUDE = 1e100
 
 
-def evaluate_expression(expression: str) -> int | float:
-    """Evaluate an arithmetic expression safely (numbers, operators, a few math functions)."""
+def evaluate_expression(expression: object) -> int | float:
+    """Evaluate an arithmetic expression safely (numbers, operators, a few math functions); anything
+    but a non-empty string (e.g. a model's ``null`` argument) raises ``ToolExecutionError``."""
     if not isinstance(expression, str) or not expression.strip():
         raise ToolExecutionError("expression is empty")
     if len(expression) > _MAX_EXPRESSION:
@@ -111,7 +113,7 @@ def evaluate_expression(expression: str) -> int | float:
 
 
 def _eval_node(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.Name) and node.id in _CONSTANTS:
         return _CONSTANTS[node.id]

@@ -58,7 +58,8 @@ def json_type(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 Feed the model's text deltas in order; each :meth:`StreamingToolCallParser.feed` returns the
 normal text that is safe to show now, and :attr:`~StreamingToolCallParser.calls` holds every
-tool call parsed so far. Call :meth:`~StreamingToolCallParser.finish` once generation ends: it
+tool call parsed so far (:class:`~dots3_demo.tools.calls.ToolCall`, "writing" while its block is
+still open, then "called"). Call :meth:`~StreamingToolCallParser.finish` once generation ends: it
 returns text the parser was still holding back (a trailing partial ``<dots_`` tag, via vLLM's
 ``flush_pending_normal_text()``, which vLLM's own server never calls), and the raw text of a
 ``<dots_function_call>`` block that never closed (e.g. the model hit ``max_tokens``), so
@@ -22,27 +23,13 @@ names that are not in ``tools`` are dropped by vLLM and their block comes back a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from dots3_demo import vllm_compat
+from dots3_demo.tools.calls import ToolCall, ToolCallAccumulator, ToolCallDelta
 
 TOOL_CALL_START = "<dots_function_call>"
 TOOL_CALL_END = "</dots_function_call>"
-
-
-@dataclass
-class ToolCallState:
-    """One tool call as seen so far. ``arguments`` is a JSON string (OpenAI convention)."""
-
-    id: str
-    name: str
-    arguments: str
-    status: str = "complete"  # "streaming" while arguments may still grow, then "complete"
-    index: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class StreamingToolCallParser:
@@ -53,14 +40,14 @@ class StreamingToolCallParser:
 
         self.tools = list(tools or [])
         # The request is only a carrier for ``tools``: DotsToolParser reads ``request.tools``.
-        self._request = ChatCompletionRequest(
-            messages=[{"role": "user", "content": ""}], tools=self.tools or None
+        self._request = ChatCompletionRequest.model_validate(
+            {"messages": [{"role": "user", "content": ""}], "tools": self.tools or None}
         )
         parser_class = vllm_compat.dots_tool_parser_class()
         # DotsToolParser never reads its tokenizer; it only needs the request's tools.
         self._parser = parser_class(None, self._request.tools)
         self._raw = ""
-        self._calls: dict[int, ToolCallState] = {}
+        self._calls = ToolCallAccumulator()
         self._emitted_at: dict[int, int] = {}  # call index -> raw length when it appeared
         self._finished = False
 
@@ -74,8 +61,8 @@ class StreamingToolCallParser:
         return self._raw
 
     @property
-    def calls(self) -> list[ToolCallState]:
-        return [self._calls[i] for i in sorted(self._calls)]
+    def calls(self) -> tuple[ToolCall, ...]:
+        return self._calls.calls
 
     @property
     def in_tool_block(self) -> bool:
@@ -116,29 +103,10 @@ class StreamingToolCallParser:
             self._apply(tool_delta)
         return message.content or ""
 
-    def _apply(self, tool_delta: Any) -> None:
-        index = tool_delta.index
-        function = tool_delta.function
-        state = self._calls.get(index)
-        if state is None:
-            state = ToolCallState(
-                id=tool_delta.id or f"call_{index}",
-                name=(function.name if function else None) or "",
-                arguments="",
-                index=index,
-            )
-            self._calls[index] = state
-            self._emitted_at[index] = len(self._raw)
-        if function is not None:
-            if function.name and not state.name:
-                state.name = function.name
-            if function.arguments:
-                state.arguments += function.arguments
-        # A call stays "streaming" while its block is still open (JSON form may keep growing).
-        state.status = "streaming" if self.in_tool_block else "complete"
-        for other in self._calls.values():
-            if other is not state and other.status == "streaming" and not self.in_tool_block:
-                other.status = "complete"
+    def _apply(self, tool_delta: ToolCallDelta) -> None:
+        # A call stays "writing" while its block is still open (JSON form may keep growing).
+        if self._calls.add(tool_delta, writing=self.in_tool_block):
+            self._emitted_at[tool_delta.index] = len(self._raw)
 
     def finish(self) -> str:
         """End of generation: return held-back text (partial tag, unclosed block)."""
@@ -147,12 +115,11 @@ class StreamingToolCallParser:
         self._finished = True
         if not self.enabled:
             return ""
-        tail = self._parser.flush_pending_normal_text()
+        tail: str = self._parser.flush_pending_normal_text()
         start = self._raw.rfind(TOOL_CALL_START)
         if start != -1 and self._raw.find(TOOL_CALL_END, start) == -1:
             if not self.calls_in_open_block():
                 # Never closed and nothing parsed from it: give the model's text back as text.
                 tail += self._raw[start:]
-        for state in self._calls.values():
-            state.status = "complete"
+        self._calls.settle()
         return tail

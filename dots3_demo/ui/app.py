@@ -1,53 +1,103 @@
 """The Gradio 6 Blocks app: layout and wiring only; the work is in ``handlers`` (plain functions).
 
 Callbacks here are module-level functions bound to the profile/engine with ``functools.partial``;
-they translate an ``Outcome`` into component updates (``gr.skip()`` for outputs it leaves alone)
+they translate a handler's result into component updates (``gr.skip()`` for outputs it leaves alone)
 and raise the ``gr.Warning`` toast for errors. No globals, no model loading at import.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import gradio as gr
+from gradio import processing_utils
+from gradio.utils import get_upload_folder
+from PIL import Image
 
+from dots3_demo import ffmpeg
+from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.inspection import keep_image_blocks
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.video import K_MODES
-from dots3_demo.memory import start_periodic_trim, tune_allocator
+from dots3_demo.inspection.session import default_workers
 from dots3_demo.profiles import Profile
-from dots3_demo.ui import chat, examples, handlers, style, views
-from dots3_demo.ui.handlers import VIEW_KEYS, Outcome, StudioState
+from dots3_demo.serving.health import app_kwargs_with_health
+from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
+from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
+from dots3_demo.ui import chat, examples, handlers, layout, style, views
+from dots3_demo.ui.handlers import Inspections, StudioState
 from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.health import app_kwargs_with_health
-from dots3_demo.ui.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 
 TITLE = "Dots3 NOTE Studio"
-# One inspection at a time, app-wide. Besides CPU-bound decoding gaining nothing from overlap on small
-# hosts, this is what keeps a session's gr.State consistent: every event reads the state when it starts
-# and writes it when it ends, so two events of one session running at once (a video still decoding
-# while images are dropped in) would lose one of the two updates.
-INSPECT_CONCURRENCY = 1
+GALLERY_JPEG_QUALITY = 90
+# Run in the browser before the steps after an inspection: wait (at most 3 s) until the galleries'
+# pictures on screen are loaded, so the server draws the figures after the frames are shown, not while
+# the browser is fetching them (a gallery in a tab not shown is not waited for). Returns the step's
+# inputs unchanged.
+AFTER_THE_PICTURES_JS = """async (...inputs) => {
+  const frame = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
+  await frame(); await frame();  // the event's outputs are in the page
+  const loaded = () => [...document.querySelectorAll('#frames-gallery img, #grid-gallery img')]
+    .filter(img => img.offsetParent !== null).every(img => img.complete);
+  for (let waited = 0; waited < 3000 && !loaded(); waited += 25) {
+    await new Promise(resolve => setTimeout(resolve, 25));
+  }
+  return inputs;
+}"""
 
 
-# ---------------------------------------------------------------- outcome → outputs
+# ---------------------------------------------------------------- inspection results → outputs
+def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
+    buffer = io.BytesIO()
+    picture.convert("RGB").save(buffer, "JPEG", quality=GALLERY_JPEG_QUALITY, subsampling=subsampling)
+    return processing_utils.save_bytes_to_cache(buffer.getvalue(), name, get_upload_folder())
+
+
+def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2) -> list[tuple[Any, str]]:
+    """A gallery's pictures as JPEG files in Gradio's cache (quality 90), encoded side by side.
+
+    Handed PIL images, Gradio encodes each as WebP: ~60 ms for one 720p frame, 20 times JPEG's
+    3 ms, and for a video's frames most of a visitor's wait from dropping the file to seeing them.
+    vLLM gives the vision tower JPEG-decoded frames already (``_jpeg_roundtrip``: quality 85, 4:2:0
+    chroma, ``subsampling=2``); drawn grids keep full colour resolution (``subsampling=0``)."""
+    names = [f"picture_{index:03d}.jpg" for index in range(len(items))]
+    pictures = [picture for picture, _ in items]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # PIL's JPEG encoder lets go of the GIL
+        files = list(pool.map(lambda p, n: _jpeg_file(p, n, subsampling) if isinstance(p, Image.Image) else p,
+                              pictures, names))
+    return [(file, caption) for file, (_, caption) in zip(files, items, strict=True)]
+
+
 def _value_for(key: str, value: Any) -> Any:
     if key == "segment_pick":
         return gr.Dropdown(choices=value["choices"], value=value["value"])
+    if key in ("frames_gallery", "grid_gallery"):
+        return _jpeg_gallery(value, subsampling=2 if key == "frames_gallery" else 0)
     return value
 
 
-def _emit(outcome: Outcome) -> tuple[Any, ...]:
-    """``(state, status, *VIEW_KEYS)`` for an event wired with ``_outputs``."""
-    if outcome.error:
-        gr.Warning(outcome.error, duration=8)
+def _with_note(status: str, engine: ChatEngine | None) -> str:
+    """The status line; with uploads, it says so when the engine takes no media (``handlers.media_note``)."""
+    note = handlers.media_note(engine) if status != handlers.IDLE_STATUS else ""
+    return f"{status}  \n{note}" if note else status
+
+
+def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    """``(state, status, *PANEL_KEYS)`` for an inspection event; every one ``gr.skip()`` when a newer
+    upload to the panel superseded it (its result never overwrites the newer one's)."""
+    if update is None:
+        return (gr.skip(),) * (2 + len(handlers.PANEL_KEYS))
+    if update.error:
+        gr.Warning(update.error, duration=8)
     updates = [
-        _value_for(key, outcome.views[key]) if key in outcome.views else gr.skip() for key in VIEW_KEYS
+        _value_for(key, update.views[key]) if key in update.views else gr.skip() for key in handlers.PANEL_KEYS
     ]
-    return (outcome.state, outcome.status if outcome.status else gr.skip(), *updates)
+    return (update.state, _with_note(update.status, engine), *updates)
 
 
 def _progress_adapter(progress: gr.Progress):
@@ -59,28 +109,75 @@ def _progress_adapter(progress: gr.Progress):
 
 # ---------------------------------------------------------------- callbacks (bound with partial)
 # ``limits`` is keyword-only and bound with ``partial``: Gradio fills only positional parameters.
-def on_video(profile: Profile, state: StudioState, path: str | None, seq, auto, reserve, max_new, cap, k_mode,
-             progress=gr.Progress(), *, limits: UploadLimits = UploadLimits()):
-    settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
-    return _emit(handlers.load_video(profile, state, path, settings, _progress_adapter(progress), limits=limits))
+# The Budget parameters of on_video/on_settings are named and ordered as layout.BudgetControls' fields
+# (Gradio passes an event's inputs in order; tests/ui/test_wiring.py checks the names agree).
+# ``inspections`` is the visitor's InspectionSession (a gr.State): see _setup_inspection.
+def on_video(profile: Profile, inspections: Inspections, path: str | None, seq, reserve_auto, reserve,
+             max_new_tokens, audio_cap, k_mode, progress=gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+             engine: ChatEngine | None = None):
+    settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                               max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
+    return _emit(handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
+                                        limits=limits), engine)
 
 
-def on_settings(profile: Profile, state: StudioState, seq, auto, reserve, max_new, cap, k_mode,
-                progress=gr.Progress(), *, limits: UploadLimits = UploadLimits()):
-    settings = handlers.settings_from_controls(seq, auto, reserve, max_new, cap, k_mode)
-    return _emit(handlers.resolve(profile, state, settings, _progress_adapter(progress), limits=limits))
+def on_settings(profile: Profile, inspections: Inspections, seq, reserve_auto, reserve, max_new_tokens, audio_cap,
+                k_mode, progress=gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+                engine: ChatEngine | None = None):
+    settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                               max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
+    return _emit(handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
+                                           limits=limits), engine)
 
 
-def on_images(profile: Profile, state: StudioState, paths, *, limits: UploadLimits = UploadLimits()):
-    return _emit(handlers.load_images(profile, state, paths, limits=limits))
+def on_images(profile: Profile, inspections: Inspections, paths, *, limits: UploadLimits = UploadLimits(),
+              engine: ChatEngine | None = None):
+    return _emit(handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
 
 
-def on_audio_file(profile: Profile, state: StudioState, path, *, limits: UploadLimits = UploadLimits()):
-    return _emit(handlers.load_audio(profile, state, path, "file", limits=limits))
+def on_audio_file(profile: Profile, inspections: Inspections, path, *, limits: UploadLimits = UploadLimits(),
+                  engine: ChatEngine | None = None):
+    return _emit(handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
 
 
-def on_audio_mic(profile: Profile, state: StudioState, path, *, limits: UploadLimits = UploadLimits()):
-    return _emit(handlers.load_audio(profile, state, path, "microphone", limits=limits))
+def on_audio_mic(profile: Profile, inspections: Inspections, path, *, limits: UploadLimits = UploadLimits(),
+                 engine: ChatEngine | None = None):
+    return _emit(handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
+
+
+# An upload announced as it arrives (queue=False, before its inspection waits for a worker): the
+# panel's job in flight is cancelled at once, and the status line shows the panel busy.
+def on_video_arrives(engine: ChatEngine | None, inspections: Inspections, path: str | None) -> str:
+    return _with_note(handlers.announce_video(inspections, path), engine)
+
+
+def on_settings_arrive(engine: ChatEngine | None, inspections: Inspections) -> str:
+    return _with_note(handlers.announce_settings(inspections), engine)
+
+
+def on_images_arrive(engine: ChatEngine | None, inspections: Inspections, paths) -> str:
+    return _with_note(handlers.announce_images(inspections, paths), engine)
+
+
+def on_audio_arrives(source: str, engine: ChatEngine | None, inspections: Inspections, path: str | None) -> str:
+    return _with_note(handlers.announce_audio(inspections, path, source), engine)
+
+
+def on_inspected(profile: Profile, engine: ChatEngine | None, inspections: Inspections) -> tuple[Any, ...]:
+    """After each inspection, one at a time app-wide (so the page ends on the latest): the status line
+    of every panel and, once per new state, the state the chat reads and the views all panels share."""
+    status = _with_note(handlers.status_md(inspections), engine)
+    shared = handlers.shared_views(profile, inspections)
+    if shared is None:
+        return (gr.skip(), status, *(gr.skip() for _ in handlers.SHARED_KEYS))
+    state, values = shared
+    return (state, status, *(values[key] for key in handlers.SHARED_KEYS))
+
+
+def on_figures(inspections: Inspections) -> tuple[Any, ...]:
+    """After each inspection: the figures of the panels whose state is newer than their figures."""
+    drawn = handlers.panel_figures(inspections)
+    return tuple(drawn[key] if key in drawn else gr.skip() for key in handlers.FIGURE_KEYS)
 
 
 def on_segment(state: StudioState, index):
@@ -104,8 +201,8 @@ def on_reserve_auto(auto: bool):
     return gr.Slider(interactive=not auto)
 
 
-async def _relay(engine: Any, replies: Any):
-    """Chat views → ``(chatbot, session, input box, tool panel, figures, engine status)``.
+async def _relay(engine: ChatEngine | None, replies: Any):
+    """Chat views → one ``layout.ChatStream`` of values per step, in the event's output order.
 
     The Send button is not an output of the streaming event: ``lock_send`` disables it before the
     event starts and ``on_chat_settle`` enables it after. Gradio builds a new component object for
@@ -113,21 +210,24 @@ async def _relay(engine: Any, replies: Any):
     """
     async with contextlib.aclosing(replies) as stream:
         async for view in stream:
-            yield (view.history, view.session, "" if view.clear_input else gr.skip(), view.tool_rows, view.figures,
-                   chat.engine_status_md(engine))
+            step = layout.ChatStream(chatbot=view.history, session=view.session,
+                                     box="" if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
+                                     figures=view.figures, engine_status=chat.engine_status_md(engine))
+            yield tuple(step.components())
 
 
-def lock_send(engine: Any):
+def lock_send(engine: ChatEngine | None):
     """Disable Send while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
     return gr.skip() if engine is None else gr.Button(interactive=False)
 
 
 def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
-    return replace(chat.settings_from_controls(*controls), pacer=pacer)
+    """The values of ``layout.ChatControls``' components, in its field order, as chat settings."""
+    return replace(chat.settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
 
 
-async def on_chat(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, message: str,
-                  *controls):
+async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
+                  message: str, *controls):
     settings = _chat_settings(pacer, controls)
     replies = chat.send_message(engine, studio, session, message, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -135,8 +235,8 @@ async def on_chat(engine: Any, pacer: StreamPacer, studio: StudioState, session:
             yield outputs
 
 
-async def on_regenerate(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, _box: str,
-                        *controls):
+async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
+                        session: chat.ChatSession, _box: str, *controls):
     settings = _chat_settings(pacer, controls)
     replies = chat.regenerate(engine, studio, session, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -144,7 +244,7 @@ async def on_regenerate(engine: Any, pacer: StreamPacer, studio: StudioState, se
             yield outputs
 
 
-async def on_tool_result(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
+async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
                          result: str, *controls):
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, result=result)
@@ -153,8 +253,8 @@ async def on_tool_result(engine: Any, pacer: StreamPacer, studio: StudioState, s
             yield outputs
 
 
-async def on_run_tool(engine: Any, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession, _box: str,
-                      *controls):
+async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
+                      session: chat.ChatSession, _box: str, *controls):
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, run_examples=True)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -162,16 +262,18 @@ async def on_run_tool(engine: Any, pacer: StreamPacer, studio: StudioState, sess
             yield outputs
 
 
-def on_chat_settle(engine: Any, session: chat.ChatSession):
+def on_chat_settle(engine: ChatEngine | None, session: chat.ChatSession):
     """After a chat event ends or is stopped: re-show the session and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
     cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot).
     """
     if engine is None:
-        return (gr.skip(),) * 6
-    return (list(session.display), gr.skip(), chat.tool_rows(session), gr.skip(), chat.engine_status_md(engine),
-            gr.Button(interactive=True))
+        return (gr.skip(),) * (len(layout.ChatStream.names()))
+    step = layout.ChatStream(chatbot=list(session.display), session=session, box=gr.skip(),
+                             tool_panel=chat.tool_rows(session), figures=gr.skip(),
+                             engine_status=chat.engine_status_md(engine))
+    return (*step.settled(), gr.Button(interactive=True))
 
 
 def on_clear(session: chat.ChatSession):
@@ -183,246 +285,208 @@ def sync_max_new(max_tokens: float | None) -> int:
     return max(0, min(int(max_tokens or 0), handlers.MAX_NEW_TOKENS_MAX))
 
 
-def on_engine_status(engine: Any):
-    return chat.engine_status_md(engine)
+def header_view(profile: Profile, engine: ChatEngine | None) -> str:
+    """The page header: profile, engine (with its state) and what the machine cannot decode."""
+    return views.header_html(profile, handlers.engine_status(engine), ffmpeg.media_problem())
 
 
-def chat_concurrency(engine: Any) -> int | None:
+def engine_watch_active(engine: ChatEngine | None) -> bool:
+    """The engine timer ticks only while the engine loads (its stage and time change every second)."""
+    return engine is not None and engine.status.state == "loading"
+
+
+def on_engine_tick(profile: Profile, engine: ChatEngine | None):
+    """Page load and, while the engine loads, every second: the status line, the header, the timer."""
+    return (chat.engine_status_md(engine), header_view(profile, engine),
+            gr.Timer(active=engine_watch_active(engine)))
+
+
+def default_max_tokens(engine: ChatEngine | None) -> int:
+    """1024, or half the engine's context when that is smaller (a server refuses more than fits)."""
+    limit = engine.max_model_len if engine is not None else None
+    return 1024 if not limit else max(1, min(1024, int(limit) // 2))
+
+
+def chat_concurrency(engine: ChatEngine | None) -> int | None:
     """One chat reply per engine sequence slot; no engine: the preview reply is instant."""
     return None if engine is None else max(1, int(engine.capacity))
 
 
-def queue_size(engine: Any) -> int:
+def queue_size(engine: ChatEngine | None) -> int:
     """Waiting requests the queue accepts (``demo.queue(max_size=…)``)."""
     return 32 if engine is None else max(32, 8 * max(1, int(engine.capacity)))
 
 
 # ---------------------------------------------------------------- layout
-def build_interface(profile: Profile, engine: Any = None, *, seq: int,
+def build_interface(profile: Profile, engine: ChatEngine | None = None, *, seq: int,
                     limits: UploadLimits = UploadLimits(),
-                    closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S) -> gr.Blocks:
-    """Lay out the studio and wire its events. ``seq`` is the budget slider's default
-    (the engine's ``max_model_len`` once one is attached); ``limits`` are what uploads may be;
-    a closed tab's session is dropped ``closed_session_ttl`` seconds after it closed."""
+                    closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S,
+                    inspect_workers: int | None = None) -> gr.Blocks:
+    """Lay out the studio (``layout.render_*``) and wire its events (``_setup_events``). ``seq`` is the
+    budget slider's default (the engine's ``max_model_len`` once one is attached); ``limits`` are what
+    uploads may be; a closed tab's session is dropped ``closed_session_ttl`` seconds after it closed;
+    ``inspect_workers`` uploads are inspected at once, across every visitor (default: one per core,
+    bounded by memory: ``dots3_demo.inspection.session.default_workers``)."""
     seq = int(seq)
     state0 = handlers.initial_state(seq)
     initial = handlers.all_views(profile, state0)
-    chat_on = handlers.chat_enabled(engine)
-    pacer = StreamPacer()  # this app's UI-update budget, shared by the replies in flight
-    reaper = SessionReaper(closed_session_ttl)
-
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
-        state = gr.State(state0)
-        gr.HTML(views.header_html(profile, handlers.engine_status(engine)), elem_id="d3-header", padding=False)
-        examples_row = gr.Row(elem_id="examples-row")  # filled below, once the chat box and tools editor exist
-        with gr.Row(equal_height=False):
-            # ------------------------------------------------ inputs
-            with gr.Column(scale=4, min_width=300):
-                video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=210,
-                                 elem_id="video-input")
-                images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"],
-                                 elem_id="images-input")
-                with gr.Tabs(elem_id="audio-tabs"):
-                    with gr.Tab("Audio file", id="audio-file-tab", elem_id="audio-file-tab"):
-                        audio_file = gr.Audio(sources=["upload"], type="filepath", show_label=False,
-                                              elem_id="audio-input")
-                    with gr.Tab("Microphone", id="audio-mic-tab", elem_id="audio-mic-tab"):
-                        audio_mic = gr.Audio(sources=["microphone"], type="filepath", show_label=False,
-                                             elem_id="audio-mic")
-                status = gr.Markdown("Upload media to see what the model sees.", elem_id="status")
-                summary = gr.HTML(initial["summary"], elem_id="summary")
-            # ------------------------------------------------ what the model sees
-            with gr.Column(scale=11, min_width=560):
-                with gr.Tabs(elem_id="views") as view_tabs:
-                    with gr.Tab("Frames", id="frames", elem_id="tab-frames"):
-                        frames_info = gr.Markdown(initial["frames_info"], elem_id="frames-info")
-                        frames_gallery = gr.Gallery(
-                            value=initial["frames_gallery"], label="Sampled frames (as the vision tower gets them)",
-                            columns=4, height=500, object_fit="contain", allow_preview=True,
-                            elem_id="frames-gallery",
-                        )
-                    with gr.Tab("Budget", id="budget", elem_id="tab-budget"):
-                        with gr.Row():
-                            seq_slider = gr.Slider(handlers.SEQ_MIN, max(handlers.SEQ_MAX, seq), value=seq,
-                                                   step=handlers.SEQ_STEP, label="seq (context budget)",
-                                                   elem_id="seq-slider", scale=3)
-                            max_new = gr.Slider(0, handlers.MAX_NEW_TOKENS_MAX, value=0, step=64,
-                                                label="max new tokens", elem_id="max-new-slider", scale=2)
-                            k_mode = gr.Dropdown(list(K_MODES), value=K_MODES[0], label="k_mode (grouping)",
-                                                 elem_id="k-mode", scale=1, min_width=120)
-                        with gr.Row():
-                            reserve = gr.Slider(0, max(handlers.SEQ_MAX, seq), value=initial["reserve"],
-                                                step=64, label="output reserve", interactive=False,
-                                                elem_id="reserve-slider", scale=3)
-                            reserve_auto = gr.Checkbox(True, label="auto reserve (seq ÷ 4)",
-                                                       elem_id="reserve-auto", scale=1, min_width=120)
-                            audio_cap = gr.Slider(0, 1, value=1.0, step=0.05, label="audio cap (share of input)",
-                                                  elem_id="audio-cap-slider", scale=2)
-                        budget_plot = gr.Plot(initial["budget_plot"], show_label=False, format="png",
-                                              elem_id="budget-plot", elem_classes=["d3-plot"])
-                        with gr.Row():
-                            cost_plot = gr.Plot(initial["cost_plot"], show_label=False, format="png",
-                                                elem_id="cost-plot", elem_classes=["d3-plot"])
-                            fps_plot = gr.Plot(initial["fps_plot"], show_label=False, format="png",
-                                               elem_id="fps-plot", elem_classes=["d3-plot"])
-                        with gr.Accordion("Solver inputs and outputs", open=False, elem_id="solver-accordion"):
-                            solver_md = gr.Markdown(initial["solver_md"], elem_id="solver-md")
-                    with gr.Tab("Interleave", id="interleave", elem_id="tab-interleave"):
-                        timeline_plot = gr.Plot(initial["timeline_plot"], show_label=False, format="png",
-                                                elem_id="timeline-plot", elem_classes=["d3-plot"])
-                        stream = gr.HTML(initial["stream_html"], elem_id="stream-html")
-                        with gr.Row(equal_height=False):
-                            groups_df = gr.Dataframe(
-                                value=initial["groups_df"], headers=views.GROUP_COLUMNS, interactive=False,
-                                label="Groups (click a row to hear its audio)", max_height=260,
-                                elem_id="groups-df", scale=3,
-                            )
-                            with gr.Column(scale=2, min_width=260):
-                                segment_pick = gr.Dropdown(choices=[], value=None, label="Audio segment",
-                                                           elem_id="segment-pick")
-                                segment_audio = gr.Audio(label="What the model hears (16 kHz mono)",
-                                                         interactive=False, elem_id="segment-audio")
-                    with gr.Tab("Image grid", id="images", elem_id="tab-images"):
-                        grid_info = gr.Markdown(initial["grid_info"], elem_id="grid-info")
-                        grid_gallery = gr.Gallery(
-                            value=initial["grid_gallery"], label="Patch and token grids", columns=3,
-                            height=440, object_fit="contain", elem_id="grid-gallery",
-                        )
-                    with gr.Tab("Audio mel", id="mel", elem_id="tab-mel"):
-                        mel_plot = gr.Plot(initial["mel_plot"], show_label=False, format="png",
-                                           elem_id="mel-plot", elem_classes=["d3-plot"])
-                        with gr.Row(equal_height=False):
-                            mel_info = gr.Markdown(initial["mel_info"], elem_id="mel-info")
-                            heard_audio = gr.Audio(label="What the model hears (16 kHz mono)",
-                                                   interactive=False, elem_id="heard-audio")
-        # ---------------------------------------------------- chat
-        with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
-            chat_session = gr.State(chat.new_session)
-            engine_md = gr.Markdown(chat.engine_status_md(engine), elem_id="engine-status")
-            with gr.Row(equal_height=False):
-                with gr.Column(scale=7, min_width=480):
-                    chatbot = gr.Chatbot(handlers.chat_welcome(engine), show_label=False, height=520,
-                                         elem_id="chatbot", buttons=["copy"],
-                                         placeholder="The request the model gets = the media in the upload "
-                                                     "panels + your message, planned with the Budget tab.")
-                    with gr.Row(equal_height=True, elem_id="chat-input-row"):
-                        chat_box = gr.Textbox(
-                            show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
-                            placeholder="Ask about the uploads… (new uploads are attached to your next message)"
-                            if chat_on else "Attach an engine to chat (see above)",
-                        )
-                        send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on,
-                                         elem_id="chat-send")
-                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop",
-                                         interactive=chat_on)
-                    with gr.Row():
-                        regen = gr.Button("↻ Regenerate", size="sm", elem_id="chat-regen", interactive=chat_on)
-                        clear = gr.Button("Clear chat", size="sm", elem_id="chat-clear")
-                    figures_md = gr.Markdown("", elem_id="chat-figures")
-                with gr.Column(scale=4, min_width=320):
-                    system_box = gr.Textbox(chat.DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2,
-                                            max_lines=6, elem_id="system-prompt")
-                    with gr.Accordion("Sampling", open=False, elem_id="sampling-accordion"):
-                        with gr.Row():
-                            temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature",
-                                                    elem_id="temperature")
-                            top_p = gr.Slider(0.05, 1, value=0.95, step=0.01, label="top-p", elem_id="top-p")
-                        with gr.Row():
-                            top_k = gr.Number(-1, label="top-k (-1 = off)", precision=0, elem_id="top-k")
-                            max_tokens = gr.Number(1024, label="max tokens", precision=0, minimum=1,
-                                                   elem_id="max-tokens")
-                        with gr.Row():
-                            seed = gr.Number(-1, label="seed (-1 = random)", precision=0, elem_id="seed")
-                            rep_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
-                                                    elem_id="rep-penalty")
-                    with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
-                        tool_example = gr.Dropdown(list(chat.EXAMPLE_CHOICES), value=None, label="Load example tools",
-                                                   elem_id="tool-examples")
-                        tools_code = gr.Code("", language="json", label="tools (OpenAI function schemas)",
-                                             lines=4, max_lines=9, elem_id="tools-json")
-                        tools_md = gr.Markdown(chat.validate_tools_md(""), elem_id="tools-status")
-                    tool_panel = gr.Dataframe(value=[], headers=chat.TOOL_PANEL_COLUMNS, interactive=False,
-                                              wrap=True, label="Tool calls", max_height=220, elem_id="tool-panel",
-                                              column_widths=["22%", "34%", "20%", "24%"])
-                    tool_result = gr.Textbox(label="Tool result (answers the first waiting call)", lines=2,
-                                             placeholder='{"temperature": 21}', elem_id="tool-result",
-                                             interactive=chat_on)
-                    with gr.Row():
-                        tool_send = gr.Button("Send tool result", size="sm", elem_id="tool-send", interactive=chat_on)
-                        tool_run = gr.Button("Run example tool", size="sm", elem_id="tool-run", interactive=chat_on)
-
-        with examples_row:  # one click fills the upload panels (their .change inspects), chat box, tools
-            examples.add_examples(video, images, audio_file, chat_box, tools_code, view_tabs=view_tabs)
-
-        # ---------------------------------------------------- wiring
-        components = {
-            "summary": summary, "budget_plot": budget_plot, "reserve": reserve,
-            "frames_info": frames_info, "frames_gallery": frames_gallery,
-            "cost_plot": cost_plot, "fps_plot": fps_plot, "solver_md": solver_md,
-            "timeline_plot": timeline_plot, "stream_html": stream, "groups_df": groups_df,
-            "segment_pick": segment_pick, "segment_audio": segment_audio,
-            "grid_info": grid_info, "grid_gallery": grid_gallery,
-            "mel_plot": mel_plot, "mel_info": mel_info, "heard_audio": heard_audio,
-        }
-        outputs = [state, status, *(components[key] for key in VIEW_KEYS)]
-        controls = [seq_slider, reserve_auto, reserve, max_new, audio_cap, k_mode]
-        common = dict(outputs=outputs, concurrency_limit=INSPECT_CONCURRENCY, concurrency_id="inspect")
-
-        video.change(partial(on_video, profile, limits=limits), [state, video, *controls], api_name="inspect_video",
-                     show_progress="full", **common)
-        for trigger, name in ((seq_slider.release, "set_seq"), (max_new.release, "set_max_new_tokens"),
-                              (reserve.release, "set_reserve"), (audio_cap.release, "set_audio_cap"),
-                              (k_mode.input, "set_k_mode"), (reserve_auto.input, "set_reserve_auto")):
-            trigger(partial(on_settings, profile, limits=limits), [state, *controls], api_name=name,
-                    show_progress="minimal", **common)
-        reserve_auto.change(on_reserve_auto, reserve_auto, reserve, api_name="reserve_auto_toggle",
-                            api_visibility="private", queue=False)
-        images.change(partial(on_images, profile, limits=limits), [state, images], api_name="inspect_images", **common)
-        audio_file.change(partial(on_audio_file, profile, limits=limits), [state, audio_file],
-                          api_name="inspect_audio", **common)
-        audio_mic.change(partial(on_audio_mic, profile, limits=limits), [state, audio_mic], api_name="inspect_recording",
-                         **common)
-        segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
-        groups_df.select(on_group_select, state, segment_pick, api_name="group_select", api_visibility="private")
-        # The engine plans the video with max_new_tokens = the sampling max tokens: mirror it in the Budget tab.
-        gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, max_new, api_visibility="private",
-              queue=False).then(
-            partial(on_settings, profile, limits=limits), [state, *controls], api_name="sync_max_new_tokens",
-            api_visibility="private", show_progress="hidden", **common)
-        tool_example.input(chat.example_tools_json, tool_example, tools_code, api_visibility="private", queue=False)
-        tools_code.change(chat.validate_tools_md, tools_code, tools_md, api_visibility="private", queue=False)
-
-        chat_controls = [system_box, tools_code, temperature, top_p, top_k, max_tokens, seed, rep_penalty]
-        chat_out = [chatbot, chat_session, chat_box, tool_panel, figures_md, engine_md, send]
-        tool_out = [chatbot, chat_session, tool_result, tool_panel, figures_md, engine_md, send]
-        chat_common = dict(concurrency_limit=chat_concurrency(engine), concurrency_id="chat",
-                           show_progress="minimal")
-        chat_in = [state, chat_session, chat_box, *chat_controls]
-        tool_in = [state, chat_session, tool_result, *chat_controls]
-        locked = dict(fn=partial(lock_send, engine), inputs=None, outputs=send, queue=False,
-                      api_visibility="private", show_progress="hidden")
-        stream_chat, stream_tool = chat_out[:-1], tool_out[:-1]  # all but Send: see _relay
-        events = [
-            send.click(**locked).then(partial(on_chat, engine, pacer), chat_in, stream_chat, api_name="chat",
-                                      **chat_common),
-            chat_box.submit(**locked).then(partial(on_chat, engine, pacer), chat_in, stream_chat,
-                                           api_name="chat_submit", api_visibility="private", **chat_common),
-            regen.click(**locked).then(partial(on_regenerate, engine, pacer), chat_in, stream_chat,
-                                       api_name="regenerate", **chat_common),
-            tool_send.click(**locked).then(partial(on_tool_result, engine, pacer), tool_in, stream_tool,
-                                           api_name="tool_result", **chat_common),
-            tool_run.click(**locked).then(partial(on_run_tool, engine, pacer), tool_in, stream_tool,
-                                          api_name="run_example_tool", **chat_common),
-        ]
-        for event, out in zip(events, [chat_out] * 3 + [tool_out] * 2):  # no red "Error" badge after Stop
-            event.then(partial(on_chat_settle, engine), chat_session, [o for o in out if o is not chat_session],
-                       show_progress="hidden", api_visibility="private", queue=False)
-        stop.click(None, None, None, cancels=events, api_visibility="private")
-        clear.click(on_clear, chat_session, [chatbot, chat_session, tool_panel, figures_md], cancels=events,
-                    api_name="clear_chat", api_visibility="private", queue=False)
-        demo.load(partial(on_engine_status, engine), None, engine_md, api_visibility="private", queue=False)
-        reaper.watch(demo)  # a closed tab's session goes closed_session_ttl seconds later
+        page = _Page(state=gr.State(state0), header=gr.HTML(header_view(profile, engine), elem_id="d3-header",
+                                                            padding=False),
+                     examples_row=gr.Row(elem_id="examples-row"), **_render_body(initial, seq, engine))
+        with page.examples_row:  # one click fills the upload panels (their .change inspects), chat box, tools
+            examples.add_examples(page.uploads.video, page.uploads.images, page.uploads.audio_file,
+                                  page.chat.box, page.controls.tools_json, view_tabs=page.views.tabs)
+        _setup_events(demo, page, profile, engine, limits=limits, pacer=StreamPacer(),
+                      inspect_workers=inspect_workers or default_workers())
+        SessionReaper(closed_session_ttl).watch(demo)  # a closed tab's session goes closed_session_ttl s later
     return demo
+
+
+@dataclass(frozen=True)
+class _Page:
+    """Every component an event of the studio touches, by concern."""
+
+    state: gr.State
+    header: gr.HTML
+    examples_row: gr.Row
+    uploads: layout.UploadPanels
+    views: layout.ModelViews
+    chat: layout.ChatPanel
+    controls: layout.ChatControls
+    tools: layout.ToolsPanel
+
+
+def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -> dict[str, Any]:
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=300):  # inputs
+            uploads = layout.render_uploads(initial)
+        with gr.Column(scale=11, min_width=560):  # what the model sees
+            model_views = layout.render_model_views(initial, seq, uploads.summary)
+    with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
+        chat_panel, controls, tools = layout.render_chat(
+            engine, chat_on=handlers.chat_enabled(engine), engine_status=chat.engine_status_md(engine),
+            watch_engine=engine_watch_active(engine), max_tokens=default_max_tokens(engine))
+    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools)
+
+
+# ---------------------------------------------------------------- wiring
+def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
+                  pacer: StreamPacer, inspect_workers: int) -> None:
+    _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
+    _setup_chat(page, engine, pacer=pacer)
+    engine_watch = dict(fn=partial(on_engine_tick, profile, engine), inputs=None,
+                        outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
+                        api_visibility="private", queue=False, show_progress="hidden")
+    demo.load(**engine_watch)
+    page.chat.engine_timer.tick(**engine_watch)
+
+
+def _setup_inspection(page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
+                      workers: int) -> None:
+    """Uploads and the Budget tab: every trigger runs the same steps.
+
+    1. *arrives* (``queue=False``, at once): the panel's job in flight is cancelled (superseded) and the
+       status line shows the panel busy;
+    2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor; one
+       visitor's panels run side by side too, each result applied to the visitor's latest state
+       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views — the
+       frames first; a superseded inspection changes nothing;
+    3. then — once the browser has shown the new pictures (``AFTER_THE_PICTURES_JS``), so drawing does
+       not slow them down — one at a time app-wide, so the page always ends on the latest: the status
+       line of every panel, the state the chat reads and the views all panels share (summary, budget
+       bar); and, side by side, the panel's figures.
+    """
+    uploads, budget, state, outputs = page.uploads, page.views.budget, page.state, page.views.outputs
+    inspections = gr.State(handlers.new_inspections(state.value))
+    panel_out = [state, uploads.status, *(outputs[key] for key in handlers.PANEL_KEYS)]
+    shared_out = [state, uploads.status, *(outputs[key] for key in handlers.SHARED_KEYS)]
+    figure_out = [outputs[key] for key in handlers.FIGURE_KEYS]
+    controls = budget.components()  # on_video / on_settings take them by these names, in this order
+    arrives = dict(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
+
+    def inspect(arrived: Any, fn: Any, inputs: list[Any], *, api_name: str, progress_on: list[Any], **kwargs: Any):
+        # "multiple": a second upload's inspection starts while the first's runs (and supersedes it);
+        # "always_last": the steps after it draw whatever is latest, so pending ones coalesce.
+        main = arrived.then(fn, [inspections, *inputs], panel_out, api_name=api_name, concurrency_limit=workers,
+                            concurrency_id="inspect", show_progress_on=progress_on, trigger_mode="multiple",
+                            **kwargs)
+        after = dict(inputs=inspections, show_progress="hidden", api_visibility="private", trigger_mode="always_last",
+                     js=AFTER_THE_PICTURES_JS)
+        main.then(partial(on_inspected, profile, engine), outputs=shared_out, api_name=f"{api_name}_shown",
+                  concurrency_limit=1, concurrency_id="inspect-shown", **after)
+        main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
+                  concurrency_id="inspect-figures", **after)
+
+    frames, solver = outputs["frames_gallery"], outputs["solver_md"]
+    inspect(uploads.video.change(partial(on_video_arrives, engine), [inspections, uploads.video],
+                                 trigger_mode="multiple", **arrives),
+            partial(on_video, profile, limits=limits, engine=engine), [uploads.video, *controls],
+            api_name="inspect_video", show_progress="full", progress_on=[frames])
+    for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
+                          (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),
+                          (budget.k_mode.input, "set_k_mode"), (budget.reserve_auto.input, "set_reserve_auto")):
+        inspect(trigger(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
+                partial(on_settings, profile, limits=limits, engine=engine), controls, api_name=name,
+                show_progress="minimal", progress_on=[solver, frames])
+    budget.reserve_auto.change(on_reserve_auto, budget.reserve_auto, budget.reserve, api_name="reserve_auto_toggle",
+                               api_visibility="private", queue=False)
+    inspect(uploads.images.change(partial(on_images_arrive, engine), [inspections, uploads.images],
+                                  trigger_mode="multiple", **arrives),
+            partial(on_images, profile, limits=limits, engine=engine), [uploads.images], api_name="inspect_images",
+            progress_on=[outputs["grid_gallery"]])
+    for component, source, fn, name in ((uploads.audio_file, "file", on_audio_file, "inspect_audio"),
+                                        (uploads.audio_mic, "microphone", on_audio_mic, "inspect_recording")):
+        inspect(component.change(partial(on_audio_arrives, source, engine), [inspections, component],
+                                 trigger_mode="multiple", **arrives),
+                partial(fn, profile, limits=limits, engine=engine), [component], api_name=name,
+                progress_on=[outputs["mel_info"]])
+    segment_pick, segment_audio = outputs["segment_pick"], outputs["segment_audio"]
+    segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
+    outputs["groups_df"].select(on_group_select, state, segment_pick, api_name="group_select",
+                                api_visibility="private")
+    # The engine plans the video with max_new_tokens = the sampling max tokens: mirror it in the Budget tab.
+    max_tokens = page.controls.max_tokens
+    synced = gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, budget.max_new_tokens,
+                   api_visibility="private", queue=False)
+    inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
+            partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
+            api_visibility="private", show_progress="hidden", progress_on=[solver])
+
+
+def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -> None:
+    tools, panel = page.tools, page.chat
+    tools.example.input(chat.example_tools_json, tools.example, page.controls.tools_json, api_visibility="private",
+                        queue=False)
+    page.controls.tools_json.change(chat.validate_tools_md, page.controls.tools_json, tools.status,
+                                    api_visibility="private", queue=False)
+    controls = page.controls.components()  # the chat callbacks read them by ChatControls' field names
+    # The streamed outputs (all but Send: see _relay); the tool events clear the tool-result box instead.
+    chat_out = layout.ChatStream(chatbot=panel.chatbot, session=panel.session, box=panel.box,
+                                 tool_panel=tools.panel, figures=panel.figures, engine_status=panel.engine_status)
+    tool_out = replace(chat_out, box=tools.result)
+    chat_in = [page.state, panel.session, panel.box, *controls]
+    tool_in = [page.state, panel.session, tools.result, *controls]
+    chat_common = dict(concurrency_limit=chat_concurrency(engine), concurrency_id="chat", show_progress="minimal")
+    locked = dict(fn=partial(lock_send, engine), inputs=None, outputs=panel.send, queue=False,
+                  api_visibility="private", show_progress="hidden")
+    streams = (  # (trigger, callback, inputs, outputs, API name, visibility)
+        (panel.send.click, on_chat, chat_in, chat_out, "chat", "public"),
+        (panel.box.submit, on_chat, chat_in, chat_out, "chat_submit", "private"),
+        (panel.regenerate.click, on_regenerate, chat_in, chat_out, "regenerate", "public"),
+        (tools.send.click, on_tool_result, tool_in, tool_out, "tool_result", "public"),
+        (tools.run.click, on_run_tool, tool_in, tool_out, "run_example_tool", "public"),
+    )
+    events = []
+    for trigger, callback, inputs, outputs, name, visibility in streams:
+        event = trigger(**locked).then(partial(callback, engine, pacer), inputs, outputs.components(),
+                                       api_name=name, api_visibility=visibility, **chat_common)
+        event.then(partial(on_chat_settle, engine), panel.session, [*outputs.settled(), panel.send],
+                   show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
+        events.append(event)
+    panel.stop.click(None, None, None, cancels=events, api_visibility="private")
+    panel.clear.click(on_clear, panel.session, [panel.chatbot, panel.session, tools.panel, panel.figures],
+                      cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
 
 
 # Model output is rendered by the Chatbot, whose sanitizer removes anything that can run script but
@@ -446,23 +510,32 @@ def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     return {"theme": style.theme(), "css": style.CSS, "head": head, "max_file_size": limits.max_file_bytes}
 
 
-def launch_app(profile: Profile, engine: Any = None, *, host: str = "127.0.0.1", port: int | None = 7860,
+def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,
                seq: int, limits: UploadLimits = UploadLimits(),
-               closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S, **launch_kwargs: Any):
+               closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S, start_engine: bool = False,
+               inspect_workers: int | None = None, **launch_kwargs: Any):
     """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed).
 
     ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest);
-    ``closed_session_ttl``: seconds a closed tab's session is kept (``dots3_demo.ui.sessions``).
+    ``closed_session_ttl``: seconds a closed tab's session is kept (``dots3_demo.serving.sessions``);
+    ``inspect_workers``: uploads inspected at once (``--inspect-workers``; default: one per core,
+    bounded by memory), and Pillow keeps freed image buffers for them (``keep_image_blocks``);
+    ``start_engine``: begin loading the engine as the server starts (it loads in the background while
+    the page, the probes and the inspector answer), rather than on the first message or probe.
     glibc's allocator is tuned first, before the server's threads exist, and trimmed every 30 s from
-    then on (``dots3_demo.memory``)."""
+    then on (``dots3_demo.serving.memory``)."""
     tune_allocator()
     start_periodic_trim()  # a daemon thread, for the life of the process
     for name, value in QUEUE_ANALYTICS_ENV.items():  # read when the queue is made; the operator's value wins
         os.environ.setdefault(name, value)
-    demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl)
+    workers = inspect_workers or default_workers()
+    keep_image_blocks(workers)  # Pillow reuses frame-sized buffers (the mmap threshold above makes each costly)
+    demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl,
+                           inspect_workers=workers)
     demo.queue(max_size=queue_size(engine))
     options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
-    # GET /healthz and /readyz (dots3_demo.ui.health), mounted when the server starts.
-    options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name)
+    # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts.
+    options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name,
+                                                   start_engine=start_engine)
     result = demo.launch(**options)
     return demo if launch_kwargs.get("prevent_thread_lock") else result

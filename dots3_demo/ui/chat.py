@@ -22,28 +22,34 @@ appearing or completing, the end) are always yielded at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dots3_demo.engine.media import check_media_limits
 from dots3_demo.engine.protocol import (
+    ChatEngine,
+    EngineStatus,
     EngineUnavailable,
     PromptTokens,
+    RequestRefused,
     SamplingSettings,
+    ToolCall,
     TurnDelta,
     TurnRejected,
     TurnRequest,
     TurnStats,
-    VideoBudget,
 )
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
+from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import views
-from dots3_demo.ui.handlers import control_number
+from dots3_demo.ui.handlers import StudioState, control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
 
 logger = logging.getLogger(__name__)
@@ -80,21 +86,12 @@ class MediaItem:
 
 
 @dataclass(frozen=True)
-class ToolRecord:
-    id: str
-    name: str
-    arguments: str
-    status: str  # "writing" | "called" | "answered"
-    result: str = ""
-
-
-@dataclass(frozen=True)
 class ChatSession:
     session_id: str
     messages: tuple[dict[str, Any], ...] = ()
     display: tuple[dict[str, Any], ...] = ()
     media: tuple[MediaItem, ...] = ()
-    tools: tuple[ToolRecord, ...] = ()
+    tools: tuple[ToolCall, ...] = ()  # every call of the conversation, as the tool panel shows them
     # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
     regen_mark: tuple[int, int, int, int] | None = None
     figures: str = ""
@@ -117,11 +114,12 @@ class ChatSettings:
     min_interval_s: float = MIN_INTERVAL_S  # without a pacer
     problem: str = ""  # a control that is not a usable number: every turn is refused with this message
     pacer: StreamPacer | None = None  # the app's: update intervals shared among the replies in flight
+    tool_choice: str = "auto"  # "required": the reply is one call of the tools, forced by structured outputs
 
 
 def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
                            top_k: float, max_tokens: float, seed: float | None, repetition_penalty: float,
-                           *, min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
+                           tool_choice: str | None = "auto", *, min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
     """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
 
     Never raises: an emptied number box or a value that is not a number (an API call can send
@@ -139,11 +137,12 @@ def settings_from_controls(system_prompt: str | None, tools_json: str | None, te
         repetition_penalty=control_number(repetition_penalty, "repetition penalty", 1.0, problems),
     )
     problem = f"Check the Sampling panel: {'; '.join(problems)}." if problems else ""
+    choice = tool_choice if tool_choice in TOOL_CHOICES else "auto"
     return ChatSettings(system_prompt=system_prompt or "", tools_json=tools_json or "", sampling=sampling,
-                        min_interval_s=min_interval_s, problem=problem)
+                        min_interval_s=min_interval_s, problem=problem, tool_choice=choice)
 
 
-def _refused_settings(session: "ChatSession", settings: ChatSettings) -> "ChatView | None":
+def _refused_settings(session: ChatSession, settings: ChatSettings) -> ChatView | None:
     """The session unchanged with the settings' problem, or None when the settings are usable."""
     if not settings.problem:
         return None
@@ -168,9 +167,11 @@ class ChatView:
         return tool_rows(self.session)
 
 
+TOOL_STATUS_SHOWN = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
+
+
 def tool_rows(session: ChatSession) -> list[list[str]]:
-    status = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
-    return [[t.name, _short(t.arguments), status.get(t.status, t.status), _short(t.result)] for t in session.tools]
+    return [[t.name, _short(t.arguments), TOOL_STATUS_SHOWN[t.status], _short(t.result)] for t in session.tools]
 
 
 def _short(text: str, limit: int = 48) -> str:
@@ -180,30 +181,39 @@ def _short(text: str, limit: int = 48) -> str:
 
 
 # ---------------------------------------------------------------- engine status
-def engine_status_md(engine: Any) -> str:
+def loading_line(status: EngineStatus) -> str:
+    """"loading weights · 23 s" for an engine that is loading ("" otherwise)."""
+    if status.state != "loading":
+        return ""
+    elapsed = f"{time.monotonic() - status.since:.0f} s" if status.since is not None else ""
+    return " · ".join(part for part in (status.stage or "starting", elapsed) if part)
+
+
+def engine_status_md(engine: ChatEngine | None) -> str:
+    """The chat's engine line: state, load stage and time, or why it failed (vLLM's lines in a fold)."""
     if engine is None:
         return "○ **no engine** — preview mode: the inspector works, the chat explains how to attach an engine."
     status = engine.status
-    name = type(engine).__name__
-    describe = getattr(engine, "describe", None)
-    if callable(describe):
-        name = describe()
     icon = STATUS_ICON.get(status.state, "○")
-    hint = {"idle": " — starts on the first message", "loading": " — loading the model…"}.get(status.state, "")
-    message = f" · {views.esc(status.message)}" if status.message and status.message != status.state else ""
-    return (f"{icon} **engine {status.state}**{hint}{message} · `{views.esc(name)}` · "
-            f"up to {engine.capacity} concurrent replies")
+    head = f"{icon} **engine {status.state}**"
+    if status.state == "idle":
+        head += " — starts on the first message"
+    elif status.state == "loading":
+        head += (f" — {views.esc(loading_line(status))}. The inspector works meanwhile; a message you send now "
+                 "waits until the model is ready.")
+    message = status.message if status.message not in ("", status.state) and status.state != "loading" else ""
+    line = head + (f" · {views.esc(message)}" if message else "")
+    line += f" · `{views.esc(engine.label)}` · up to {engine.capacity} concurrent replies"
+    if status.state == "loading" and status.details:
+        line += f"  \n<small>vLLM: {views.esc(status.details[-1][:160])}</small>"
+    if status.state == "failed" and status.details:
+        shown = views.esc("\n".join(status.details))
+        line += f"\n\n<details><summary>vLLM's last lines</summary>\n\n<pre>{shown}</pre>\n\n</details>"
+    return line
 
 
 # ---------------------------------------------------------------- media and turns
-def budget_from(studio: Any) -> VideoBudget:
-    """The Budget tab's settings (``StudioState.settings``) as the engine's per-request budget."""
-    s = studio.settings
-    return VideoBudget(seq=int(s.seq), output_reserve=s.output_reserve, audio_cap=float(s.audio_cap),
-                       k_mode=s.k_mode)
-
-
-def panel_media(studio: Any) -> list[MediaItem]:
+def panel_media(studio: StudioState) -> list[MediaItem]:
     """The media in the upload panels, with the inspector's numbers."""
     items: list[MediaItem] = []
     if studio.video_path:
@@ -212,14 +222,14 @@ def panel_media(studio: Any) -> list[MediaItem]:
                                tokens=report.prompt_tokens if report else 0,
                                frame_tokens=report.image_pad_tokens if report else 0,
                                audio_tokens=report.audio_pad_tokens if report else 0))
-    for path, report in studio.images:
-        items.append(MediaItem("image", str(path), tokens=report.tokens))
+    for path, image in studio.images:
+        items.append(MediaItem("image", str(path), tokens=image.tokens))
     if studio.audio_path:
         items.append(MediaItem("audio", str(studio.audio_path), tokens=studio.audio.tokens if studio.audio else 0))
     return items
 
 
-def new_media(studio: Any, session: ChatSession) -> list[MediaItem]:
+def new_media(studio: StudioState, session: ChatSession) -> list[MediaItem]:
     """Panel media not yet in the conversation (an upload is sent once, then stays in the history)."""
     sent = {(m.kind, m.path) for m in session.media}
     return [m for m in panel_media(studio) if (m.kind, m.path) not in sent]
@@ -241,9 +251,9 @@ def user_turn(text: str, media: list[MediaItem]) -> tuple[dict[str, Any], list[d
     return {"role": "user", "content": parts}, shown
 
 
-def notice(text: str) -> dict[str, Any]:
+def notice(text: str, title: str = "⚠ Not sent to the model") -> dict[str, Any]:
     """An assistant-side notice in the chat (not model output)."""
-    return {"role": "assistant", "content": text, "metadata": {"title": "⚠ Not sent to the model", "status": "done"}}
+    return {"role": "assistant", "content": text, "metadata": {"title": title, "status": "done"}}
 
 
 # ---------------------------------------------------------------- the streaming assistant
@@ -251,16 +261,18 @@ def notice(text: str) -> dict[str, Any]:
 class _Reply:
     reasoning: str = ""
     text: str = ""
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    writing: bool = False
+    calls: tuple[ToolCall, ...] = ()
+    writing: bool = False  # a tool-call block is open, nothing parsed from it yet
     finished: bool = False
     finish_reason: str | None = None
     stats: TurnStats = field(default_factory=TurnStats)
     first_at: float | None = None
+    notices: tuple[str, ...] = ()
 
     def add(self, delta: TurnDelta) -> bool:
         """Apply a delta; True when something structural changed (yield it at once)."""
-        structural = False
+        structural = bool(delta.notices)
+        self.notices += delta.notices
         if (delta.text or delta.reasoning) and not (self.text or self.reasoning):
             structural = True
         if delta.text and not self.text and self.reasoning:
@@ -270,47 +282,46 @@ class _Reply:
         if len(delta.tool_calls) != len(self.calls) or delta.writing_tool_call != self.writing:
             structural = True
         if delta.tool_calls or delta.finished:
-            self.calls = [dict(c) for c in delta.tool_calls]
+            self.calls = delta.tool_calls
         self.writing = delta.writing_tool_call
         self.stats = delta.stats
         if delta.finished:
             self.finished, self.finish_reason, self.writing, structural = True, delta.finish_reason, False, True
         return structural
 
+    def size(self) -> int:
+        """Characters the chat re-renders on each update of this reply."""
+        return len(self.reasoning) + len(self.text) + sum(len(c.arguments) for c in self.calls)
+
     def engine_message(self) -> dict[str, Any] | None:
         if not (self.text or self.calls):
             return None
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self.calls:
-            message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in self.calls
-            ]
+            message["tool_calls"] = [c.as_openai() for c in self.calls]
         return message
 
     def display(self) -> list[dict[str, Any]]:
-        shown: list[dict[str, Any]] = []
+        shown: list[dict[str, Any]] = [
+            {"role": "assistant", "content": text, "metadata": {"title": "ℹ How this request was served",
+                                                                  "status": "done"}}
+            for text in self.notices
+        ]
         if self.reasoning:
             thinking = not self.text and not self.calls and not self.finished
             shown.append({"role": "assistant", "content": self.reasoning,
                           "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
         if self.text:
             shown.append({"role": "assistant", "content": self.text})
-        for call in self.calls:
-            shown.append(tool_call_bubble(call["name"], call["arguments"],
-                                          "done" if call.get("status", "complete") == "complete" else "pending"))
+        shown += [tool_call_bubble(call) for call in self.calls]
         if self.writing:
             shown.append({"role": "assistant", "content": "…",
                           "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
         return shown
 
-    def records(self) -> list[ToolRecord]:
-        records = [ToolRecord(c["id"], c["name"], c["arguments"],
-                              "called" if c.get("status", "complete") == "complete" else "writing")
-                   for c in self.calls]
-        if self.writing:
-            records.append(ToolRecord("", "…", "", "writing"))
-        return records
+    def records(self) -> tuple[ToolCall, ...]:
+        """The reply's calls for the tool panel (a "…" row while a call is begun but not yet parsed)."""
+        return self.calls + ((ToolCall(id="", name="…", status="writing"),) if self.writing else ())
 
 
 def _pretty_json(text: str) -> str:
@@ -320,14 +331,14 @@ def _pretty_json(text: str) -> str:
         return text
 
 
-def tool_call_bubble(name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"```json\n{_pretty_json(arguments)}\n```",
-            "metadata": {"title": f"🛠 {name}", "status": status}}
+def tool_call_bubble(call: ToolCall) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.arguments)}\n```",
+            "metadata": {"title": f"🛠 {call.name}", "status": "done" if call.complete else "pending"}}
 
 
-def tool_result_bubble(name: str, result: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"```json\n{_pretty_json(result)}\n```",
-            "metadata": {"title": f"↩ {name} result (sent to the model)", "status": "done"}}
+def tool_result_bubble(call: ToolCall) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.result)}\n```",
+            "metadata": {"title": f"↩ {call.name} result (sent to the model)", "status": "done"}}
 
 
 # ---------------------------------------------------------------- figures
@@ -348,25 +359,45 @@ def inspector_tokens(media: tuple[MediaItem, ...]) -> dict[str, int]:
     return out
 
 
-def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
-    """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
+@dataclass(frozen=True)
+class TokenPair:
+    """One modality's prompt tokens: the engine's count against the inspector's (markers included)."""
+
+    label: str  # "image", "audio", "video", "video frames", "video sound"
+    engine: int
+    inspector: int
+    markers: int = 0  # marker tokens inside ``inspector`` (image/audio: MARKERS_PER_ITEM per item)
+
+    @property
+    def equal(self) -> bool:
+        return self.engine == self.inspector
+
+
+def token_pairs(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[TokenPair]:
+    """Engine against inspector, per modality present in the conversation (or counted by the engine)."""
     inspected = inspector_tokens(media)
     counts = {m.kind: sum(1 for x in media if x.kind == m.kind) for m in media}
-    lines = []
     pairs = [("image", prompt.image), ("audio", prompt.audio), ("video", prompt.video),
              ("video frames", prompt.video_frames), ("video sound", prompt.video_audio)]
     keys = {"video frames": "video_frames", "video sound": "video_audio"}
+    out = []
     for label, engine_value in pairs:
         key = keys.get(label, label)
         base = key.split("_")[0]
         if base not in counts and engine_value == 0:
             continue
-        expected = inspected[key]
-        mark = "✓" if engine_value == expected else "≠"
-        note = ""
-        if key in MARKERS_PER_ITEM and counts.get(key):
-            note = f" ({_n(expected - MARKERS_PER_ITEM[key] * counts[key])} + {MARKERS_PER_ITEM[key] * counts[key]} markers)"
-        lines.append(f"engine: {label} {_n(engine_value)} · inspector: {_n(expected)}{note} {mark}")
+        markers = MARKERS_PER_ITEM[key] * counts[key] if key in MARKERS_PER_ITEM and counts.get(key) else 0
+        out.append(TokenPair(label, engine_value, inspected[key], markers))
+    return out
+
+
+def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
+    """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
+    lines = []
+    for pair in token_pairs(prompt, media):
+        note = f" ({_n(pair.inspector - pair.markers)} + {pair.markers} markers)" if pair.markers else ""
+        mark = "✓" if pair.equal else "≠"
+        lines.append(f"engine: {pair.label} {_n(pair.engine)} · inspector: {_n(pair.inspector)}{note} {mark}")
     return lines
 
 
@@ -380,6 +411,8 @@ def figures_md(reply: _Reply, media: tuple[MediaItem, ...], *, budget_note: str 
         p = s.prompt
         by = " · ".join(f"{k} {_n(v)}" for k, v in (("text", p.text), ("image", p.image), ("audio", p.audio),
                                                       ("video", p.video)) if v or k == "text")
+        if not p.by_modality:
+            by = "the server reports no split by modality"
         cached = f", {_n(p.cached)} cached" if p.cached else ""
         parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
     parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
@@ -389,14 +422,15 @@ def figures_md(reply: _Reply, media: tuple[MediaItem, ...], *, budget_note: str 
         if rate is not None:
             parts.append(f"MTP acceptance **{100 * float(rate):.0f}%**")
     line = " · ".join(parts)
-    if s.prompt is not None and media:
+    if s.prompt is not None and s.prompt.by_modality and media:
         line += "  \n" + " · ".join(f"`{c}`" for c in token_comparison(s.prompt, media))
+    line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
     if budget_note:
         line += "  \n" + budget_note
     return line
 
 
-def budget_note(studio: Any, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:
+def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:
     """Say so when the engine's video reserve differs from the one the inspector planned with."""
     if not any(m.kind == "video" for m in media):
         return ""
@@ -410,15 +444,15 @@ def budget_note(studio: Any, sampling: SamplingSettings, media: tuple[MediaItem,
 
 
 # ---------------------------------------------------------------- turns
-async def send_message(engine: Any, studio: Any, session: ChatSession, message: str | None,
-                       settings: ChatSettings) -> AsyncIterator[ChatView]:
+async def send_message(engine: ChatEngine | None, studio: StudioState, session: ChatSession, message: str | None,
+                       settings: ChatSettings) -> AsyncGenerator[ChatView, None]:
     """Send ``message`` with the panel media not yet in the conversation, stream the reply."""
     text = (message or "").strip()
     if engine is None:
         from dots3_demo.ui.handlers import ENGINE_HELP
 
-        shown = ({"role": "user", "content": text},) if text else ()
-        yield ChatView(replace(session, display=session.display + shown + ({"role": "assistant",
+        echoed = ({"role": "user", "content": text},) if text else ()
+        yield ChatView(replace(session, display=session.display + echoed + ({"role": "assistant",
                                                                               "content": ENGINE_HELP},)),
                        session.figures, clear_input=True, done=True)
         return
@@ -438,8 +472,8 @@ async def send_message(engine: Any, studio: Any, session: ChatSession, message: 
             yield view
 
 
-async def regenerate(engine: Any, studio: Any, session: ChatSession,
-                     settings: ChatSettings) -> AsyncIterator[ChatView]:
+async def regenerate(engine: ChatEngine | None, studio: StudioState, session: ChatSession,
+                     settings: ChatSettings) -> AsyncGenerator[ChatView, None]:
     """Re-run the last user turn (drops its reply and any tool exchange after it)."""
     if engine is None or session.regen_mark is None:
         yield ChatView(session, "Nothing to regenerate yet.", done=True)
@@ -455,12 +489,13 @@ async def regenerate(engine: Any, studio: Any, session: ChatSession,
             yield view
 
 
-def pending_calls(session: ChatSession) -> list[ToolRecord]:
+def pending_calls(session: ChatSession) -> list[ToolCall]:
     return [t for t in session.tools if t.status == "called"]
 
 
-async def send_tool_results(engine: Any, studio: Any, session: ChatSession, settings: ChatSettings, *,
-                            result: str | None = None, run_examples: bool = False) -> AsyncIterator[ChatView]:
+async def send_tool_results(engine: ChatEngine | None, studio: StudioState, session: ChatSession,
+                            settings: ChatSettings, *, result: str | None = None,
+                            run_examples: bool = False) -> AsyncGenerator[ChatView, None]:
     """Answer the waiting tool calls and let the model continue the turn.
 
     ``result`` answers the first waiting call; ``run_examples`` runs every waiting call with the
@@ -481,12 +516,11 @@ async def send_tool_results(engine: Any, studio: Any, session: ChatSession, sett
         if not (result or "").strip():
             yield ChatView(session, f"Type the result of `{waiting[0].name}` first.", done=True)
             return
-        answers[waiting[0].id] = result.strip()
-    tools = tuple(replace(t, status="answered", result=answers[t.id]) if t.id in answers else t
-                  for t in session.tools)
-    messages = session.messages + tuple({"role": "tool", "tool_call_id": t.id, "content": answers[t.id]}
-                                        for t in waiting if t.id in answers)
-    display = session.display + tuple(tool_result_bubble(t.name, answers[t.id]) for t in waiting if t.id in answers)
+        answers[waiting[0].id] = (result or "").strip()
+    tools = tuple(t.answered(answers[t.id]) if t.id in answers else t for t in session.tools)
+    answered = [t.answered(answers[t.id]) for t in waiting if t.id in answers]
+    messages = session.messages + tuple(t.result_message() for t in answered)
+    display = session.display + tuple(tool_result_bubble(t) for t in answered)
     updated = replace(session, tools=tools, messages=messages, display=display)
     still = pending_calls(updated)
     if still:
@@ -498,8 +532,28 @@ async def send_tool_results(engine: Any, studio: Any, session: ChatSession, sett
             yield view
 
 
-async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: ChatSettings,
-                        *, unsent: ChatSession | None) -> AsyncIterator[ChatView]:
+START_WAIT_UPDATE_S = 1.0  # how often a message waiting for the engine to load shows the load stage
+
+
+async def _wait_for_engine(engine: ChatEngine, sent: ChatSession,
+                           clear_input: bool) -> AsyncGenerator[ChatView, None]:
+    """Start the engine (or join its start) and show the load stage while the message waits.
+
+    The start itself belongs to the engine: a Stop here cancels the wait, never the load.
+    """
+    starting = asyncio.ensure_future(engine.start())
+    while True:
+        done, _ = await asyncio.wait({starting}, timeout=START_WAIT_UPDATE_S)
+        if done:
+            starting.result()  # raises EngineUnavailable when the start failed
+            return
+        waiting = f"⏳ waiting for the engine to load ({views.esc(loading_line(engine.status) or 'starting')}); " \
+                  "your message is sent as soon as the model is ready"
+        yield ChatView(sent, waiting, clear_input=clear_input)
+
+
+async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSession, settings: ChatSettings,
+                        *, unsent: ChatSession | None) -> AsyncGenerator[ChatView, None]:
     """Stream one assistant reply for ``sent.messages``.
 
     ``unsent`` is the session before the new user turn: if the engine rejects the turn, the
@@ -507,8 +561,8 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
     """
     rejected_base = unsent if unsent is not None else sent
 
-    def refused(reason: str) -> ChatView:
-        kept = replace(rejected_base, display=sent.display + (notice(reason),))
+    def refused(reason: str, title: str = "⚠ Not sent to the model") -> ChatView:
+        kept = replace(rejected_base, display=sent.display + (notice(reason, title),))
         return ChatView(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None, done=True)
 
     try:
@@ -516,15 +570,27 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
     except ToolSchemaError as exc:
         yield refused(f"The tools JSON is not usable — {exc}. Fix it in the Tools panel and send again.")
         return
+    if settings.tool_choice == "required" and not tools:
+        yield refused("Tool choice is “required” but the Tools panel has no tools: add tools, or set tool "
+                      "choice to “auto”.")
+        return
+    try:  # media an engine known to take none (--language-model-only) is refused before any wait
+        check_media_limits(list(sent.messages), engine.mm_limits)
+    except TurnRejected as exc:
+        yield refused(str(exc))
+        return
     yield ChatView(sent, "⏳ sending…", clear_input=unsent is not None)
     try:
-        await engine.start()
+        async with contextlib.aclosing(_wait_for_engine(engine, sent, unsent is not None)) as waiting:
+            async for view in waiting:
+                yield view
     except EngineUnavailable as exc:
         yield refused(f"The engine is not available: {exc}")
         return
     system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
     turn = TurnRequest(session_id=sent.session_id, messages=system + [dict(m) for m in sent.messages],
-                       tools=tools, sampling=settings.sampling, video=budget_from(studio))
+                       tools=tools, sampling=settings.sampling, video=studio.settings,
+                       tool_choice=settings.tool_choice)
     note = budget_note(studio, settings.sampling, sent.media)
     reply = _Reply()
     last = 0.0
@@ -535,6 +601,19 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
         return replace(sent, messages=sent.messages + ((message,) if message else ()),
                        display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
 
+    def broke(title: str, detail: str, figures: str) -> ChatView:
+        """The reply ended by an error: keep what arrived; without it the model's view stays as it was."""
+        if reply.engine_message() is None:
+            # Nothing generated: the next message is not refused for the same reason.
+            kept = replace(rejected_base, display=sent.display + tuple(reply.display()))
+            tail = ("Nothing was generated; your message is shown but was not added to the conversation the "
+                    "model sees." if unsent is not None else "Nothing was generated.")
+        else:
+            kept = snapshot()
+            tail = "The reply above is what arrived before the error; press Regenerate to try again."
+        error = {"role": "assistant", "content": f"{detail}\n\n{tail}", "metadata": {"title": title, "status": "done"}}
+        return ChatView(replace(kept, display=kept.display + (error,)), figures, done=True)
+
     pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"))
     stream = engine.stream_turn(turn)
     try:
@@ -543,32 +622,24 @@ async def _stream_reply(engine: Any, studio: Any, sent: ChatSession, settings: C
                 async for delta in stream:
                     structural = reply.add(delta)
                     now = time.monotonic()
-                    if structural or now - last >= pacer.interval():
+                    if structural or now - last >= pacer.interval(reply.size()):
                         last = now
                         current = snapshot()
                         yield ChatView(current, figures_md(reply, sent.media))
+    except RequestRefused as exc:
+        yield broke("⚠ Refused — not an engine failure", str(exc), f"⚠ {views.esc(exc)}")
+        return
     except TurnRejected as exc:
         yield refused(str(exc))
         return
     except EngineUnavailable as exc:
-        yield refused(f"The engine is not available: {exc}")
+        yield broke("⚠ The engine stopped", f"The engine is not available: {exc}",
+                    f"⚠ engine stopped: {views.esc(exc)}")
         return
-    except Exception as exc:  # noqa: BLE001 - shown in the chat, logged with its traceback
+    except Exception as exc:
         logger.exception("chat turn %s failed", turn.request_id)
         detail = str(exc).strip() or f"{type(exc).__name__} without a message (see the server log)"
-        if reply.engine_message() is None:
-            # Nothing generated (e.g. vLLM refused the prompt as too long): the model's view of the
-            # conversation stays as it was, so the next message is not refused for the same reason.
-            current = replace(rejected_base, display=sent.display)
-            tail = ("Nothing was generated; your message is shown but was not added to the conversation the "
-                    "model sees." if unsent is not None else "Nothing was generated.")
-        else:
-            current = snapshot()
-            tail = "The reply above is what arrived before the error; press Regenerate to try again."
-        error = {"role": "assistant", "content": f"{detail}\n\n{tail}",
-                 "metadata": {"title": "⚠ The engine failed during this reply", "status": "done"}}
-        yield ChatView(replace(current, display=current.display + (error,)), f"⚠ engine error: {views.esc(detail)}",
-                       done=True)
+        yield broke("⚠ The engine failed during this reply", detail, f"⚠ engine error: {views.esc(detail)}")
         return
     current = snapshot()
     figures = figures_md(reply, sent.media, budget_note=note)

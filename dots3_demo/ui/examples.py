@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.helpers import Examples
 
 from dots3_demo.profiles import ASSETS_DIR
 
@@ -113,7 +114,7 @@ def add_examples(
     video: gr.Video, images: gr.File, audio: gr.Audio, prompt: gr.Textbox, tools: gr.Code, *,
     view_tabs: gr.Tabs | None = None, examples: Sequence[StudioExample] | None = None,
     directory: Path = EXAMPLES_DIR,
-) -> gr.Examples:
+) -> Examples:
     """Render the examples where this is called (inside a Blocks layout) and return them.
 
     With ``view_tabs`` a click also selects the example's ``tab``. The example files are copied

@@ -5,6 +5,12 @@ inputs, and returns an ``Outcome``: the new state, a status line, an optional er
 dict of view values keyed by output name (``VIEW_KEYS``). A key that is missing means "leave that
 output as it is" — so a bad upload changes only the status, and every other panel keeps its result.
 
+In the web app each browser session's uploads go through an ``InspectionSession`` (``inspect_*``
+below): panels and sessions inspect side by side, a new upload to a panel supersedes the one in
+flight, and each result is applied to the session's latest state, so none is lost. An event first
+shows the panel's own views (the frames first); the figures, and the views every panel shares (the
+summary, the budget bar, the status line of all panels), are drawn after it.
+
 The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``); with no
 engine it explains how to attach one.
 """
@@ -19,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dots3_demo.inspection import InspectionError, inspect_file
-from dots3_demo.inspection import figures
+from dots3_demo import ffmpeg
+from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.inspection import InspectionError, figures, inspect_file, interruption_points
 from dots3_demo.inspection.audio import AudioReport
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
+from dots3_demo.inspection.session import InspectionSession, Job, Superseded
 from dots3_demo.inspection.video import K_MODES, VideoReport, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import views
@@ -37,6 +45,13 @@ VIEW_KEYS: tuple[str, ...] = (
     "grid_info", "grid_gallery",
     "mel_plot", "mel_info", "heard_audio",
 )
+# Drawn after the panel's own views, so a video's frames show without waiting for its plots.
+FIGURE_KEYS: tuple[str, ...] = ("cost_plot", "fps_plot", "timeline_plot", "mel_plot")
+# Depend on every panel: drawn by one ordered step after each inspection (``shared_views``). The
+# reserve slider follows the Budget settings alone, so the video panel's events show it themselves.
+SHARED_KEYS: tuple[str, ...] = ("summary", "budget_plot")
+# What an inspection event itself shows: its panel's views but the figures.
+PANEL_KEYS: tuple[str, ...] = tuple(k for k in VIEW_KEYS if k not in FIGURE_KEYS + SHARED_KEYS)
 
 ENGINE_HELP = (
     "**No engine attached — preview mode.** The inspector above is real vLLM preprocessing, but "
@@ -91,15 +106,24 @@ def initial_state(seq: int) -> StudioState:
     return StudioState(settings=VideoSettings(seq=int(seq)))
 
 
-def engine_status(engine: Any) -> str:
+def engine_status(engine: ChatEngine | None) -> str:
     """The header's engine line."""
     if engine is None:
         return "no engine attached — preview mode"
-    describe = getattr(engine, "describe", None)
-    return f"engine: {describe() if callable(describe) else type(engine).__name__}"
+    return f"engine: {engine.label} · {engine.status.state}"
 
 
-def chat_enabled(engine: Any) -> bool:
+TEXT_ONLY_NOTE = ("⚠ **not sent to the model:** this engine takes text only (--language-model-only, or a "
+                  "text-only model); the panels still show what the model would see")
+
+
+def media_note(engine: ChatEngine | None) -> str:
+    """Said with every upload when the engine takes no media at all ("" otherwise or while unknown)."""
+    limits = engine.mm_limits if engine is not None else None
+    return TEXT_ONLY_NOTE if limits is not None and not any(limits.values()) else ""
+
+
+def chat_enabled(engine: ChatEngine | None) -> bool:
     return engine is not None
 
 
@@ -155,21 +179,35 @@ def _empty_video_views(message: str) -> dict[str, Any]:
 
 def video_views(profile: Profile, state: StudioState) -> dict[str, Any]:
     """Frames, Budget (solver) and Interleave outputs for the session's video."""
+    return {**video_panel_views(profile, state), **video_figures(state)}
+
+
+def video_panel_views(profile: Profile, state: StudioState) -> dict[str, Any]:
+    """The video's outputs but its figures: the frames and their gallery, the solver, the interleave."""
     report = state.video
     if report is None:
-        return _empty_video_views(GETTING_STARTED)
+        return {k: v for k, v in _empty_video_views(GETTING_STARTED).items() if k not in FIGURE_KEYS}
     choices = views.segment_choices(report)
     return {
         "frames_info": views.frames_info_md(report, profile),
         "frames_gallery": [(f.image, views.frame_caption(f, profile)) for f in report.frames],
-        "cost_plot": figures.cost_curve_figure(report),
-        "fps_plot": figures.fps_patch_figure(report),
         "solver_md": views.solver_md(report, profile),
-        "timeline_plot": figures.interleave_figure(report),
         "stream_html": views.stream_html(report, profile),
         "groups_df": views.group_rows(report),
         "segment_pick": {"choices": choices, "value": choices[0][1] if choices else None},
         "segment_audio": segment_audio(state, 0) if choices else None,
+    }
+
+
+def video_figures(state: StudioState) -> dict[str, Any]:
+    """The video's plots: the solver's cost curve, fps and patch cap, the interleave time line."""
+    report = state.video
+    if report is None:
+        return {k: v for k, v in _empty_video_views("").items() if k in FIGURE_KEYS}
+    return {
+        "cost_plot": figures.cost_curve_figure(report),
+        "fps_plot": figures.fps_patch_figure(report),
+        "timeline_plot": figures.interleave_figure(report),
     }
 
 
@@ -202,18 +240,24 @@ def image_views(profile: Profile, state: StudioState) -> dict[str, Any]:
 
 
 def audio_views(profile: Profile, state: StudioState) -> dict[str, Any]:
+    return {**audio_panel_views(profile, state), **audio_figures(state)}
+
+
+def audio_panel_views(profile: Profile, state: StudioState) -> dict[str, Any]:
     report = state.audio
     if report is None:
-        return {
-            "mel_plot": figures.empty_figure("upload or record audio to see its log-mel spectrogram"),
-            "mel_info": "Upload or record audio on the left.",
-            "heard_audio": None,
-        }
+        return {"mel_info": "Upload or record audio on the left.", "heard_audio": None}
     return {
-        "mel_plot": figures.mel_figure(report),
         "mel_info": views.audio_md(report, state.audio_source, state.audio_path),
         "heard_audio": to_int16_audio(report.sample_rate, report.waveform),
     }
+
+
+def audio_figures(state: StudioState) -> dict[str, Any]:
+    report = state.audio
+    if report is None:
+        return {"mel_plot": figures.empty_figure("upload or record audio to see its log-mel spectrogram")}
+    return {"mel_plot": figures.mel_figure(report)}
 
 
 def all_views(profile: Profile, state: StudioState) -> dict[str, Any]:
@@ -244,59 +288,109 @@ def segment_audio(state: StudioState, index: int | None) -> tuple[int, np.ndarra
 
 
 # ---------------------------------------------------------------- events
-def _failed(state: StudioState, what: str, path: Any, exc: Exception) -> Outcome:
+@dataclass(frozen=True)
+class Inspected:
+    """An upload, inspected but not yet applied to a state.
+
+    ``apply(state) → (new state, the panel's status line)`` is quick and never raises: a session
+    applies it to its *latest* state. A new state object means the panel changed (its views are
+    shown); the same object means nothing changed (a rejected file keeps the panel as it was).
+    ``group`` names the views the panel's change touches (``""``: only the summary); ``error``
+    is the message of the toast.
+    """
+
+    apply: Callable[[StudioState], tuple[StudioState, str]]
+    group: str
+    error: str | None = None
+
+
+def _rejected(what: str, path: Any, exc: Exception | str, group: str) -> Inspected:
     name = views.name_of(path) if isinstance(path, str) else ""
     message = f"{what}{f' {name}' if name else ''}: {exc}"
-    return Outcome(state=state, status=f"⚠ **{views.esc(what)}{f' `{views.esc(name)}`' if name else ''}** — "
-                   f"{views.esc(str(exc))}", error=message)
+    status = f"⚠ **{views.esc(what)}{f' `{views.esc(name)}`' if name else ''}** — {views.esc(str(exc))}"
+    return Inspected(lambda state: (state, status), group, message)
 
 
-def load_video(
-    profile: Profile, state: StudioState, path: str | None, settings: VideoSettings,
-    progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits(),
-) -> Outcome:
-    """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``.
+def group_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
+    """Every view of one group (``video``, ``images``, ``audio``; ``""``: none)."""
+    make = {"video": video_views, "images": image_views, "audio": audio_views}.get(group)
+    return make(profile, state) if make else {}
 
-    ``limits`` are checked on the file's header first; a file over them leaves ``state`` as it was.
-    """
+
+def panel_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
+    """A group's views but its figures (``PANEL_KEYS``): what an inspection event shows at once. The
+    video's group (``""``: the Budget settings alone) carries the reserve slider too."""
+    make = {"video": video_panel_views, "images": image_views, "audio": audio_panel_views}.get(group)
+    shown = make(profile, state) if make else {}
+    if group in ("video", ""):
+        shown["reserve"] = state.settings.configured_reserve
+    return shown
+
+
+def figure_views(state: StudioState, group: str) -> dict[str, Any]:
+    """A group's figures (``FIGURE_KEYS``), drawn after its other views."""
+    make = {"video": video_figures, "audio": audio_figures}.get(group)
+    return make(state) if make else {}
+
+
+def _outcome(profile: Profile, state: StudioState, inspected: Inspected) -> Outcome:
+    """``inspected`` applied to ``state``, with every view it changes (one event, nothing after it)."""
+    new, status = inspected.apply(state)
+    if new is state:
+        return Outcome(new, status, error=inspected.error)
+    return Outcome(new, status, error=inspected.error,
+                   views={**group_views(profile, new, inspected.group), **summary_views(profile, new)})
+
+
+def video_inspected(
+    profile: Profile, path: str | None, settings: VideoSettings, progress: ProgressFn | None = None,
+    *, limits: UploadLimits = UploadLimits(),
+) -> Inspected:
+    """Run vLLM's video preprocessing on ``path`` with ``settings`` (``None``: the video was cleared)."""
     if not path:
-        new = replace(state, video_path=None, video=None, settings=settings)
-        return Outcome(new, "Video cleared.", views={**video_views(profile, new), **summary_views(profile, new)})
+        return Inspected(lambda state: (replace(state, video_path=None, video=None, settings=settings),
+                                        "Video cleared."), "video")
     started = time.monotonic()
     try:
         report = inspect_file(path, profile, settings, expected="video", limits=limits, progress=progress)
     except InspectionError as exc:
-        return _failed(state, "Video rejected", path, exc)
-    new = replace(state, video_path=str(path), video=report, settings=settings)
+        return _rejected("Video rejected", path, exc, "video")
     status = (f"✓ **{views.esc(views.name_of(path))}** — {len(report.frames)} frames, "
               f"{len(report.audio_segments)} audio segments, {views.approx(profile, 'text')}"
               f"{report.prompt_tokens:,} tokens ({time.monotonic() - started:.1f} s)")
     if not report.complete:
         status += " · ⚠ **incomplete: sound track not decoded**"
-    return Outcome(new, status, views={**video_views(profile, new), **summary_views(profile, new)})
+        if report.audio.reason.startswith(ffmpeg.NOT_INSTALLED):  # the cause is the machine, not the file
+            status += f" ({ffmpeg.NOT_INSTALLED})"
+    return Inspected(lambda state: (replace(state, video_path=str(path), video=report, settings=settings), status),
+                     "video")
 
 
-def resolve(
-    profile: Profile, state: StudioState, settings: VideoSettings, progress: ProgressFn | None = None,
+def resolved_inspected(
+    profile: Profile, path: str | None, settings: VideoSettings, progress: ProgressFn | None = None,
     *, limits: UploadLimits = UploadLimits(),
-) -> Outcome:
-    """A Budget control moved: re-run the solver (vLLM's preprocessing) on the current video."""
+) -> Inspected:
+    """A Budget control moved: re-plan the video at ``path`` (``None``: there is none, keep the settings)."""
     try:
         settings.validate()
     except InspectionError as exc:
-        return _failed(state, "Settings rejected", None, exc)
-    if state.video_path is None:
-        new = replace(state, settings=settings)
-        return Outcome(new, f"Budget set: seq {settings.seq:,}, reserve {settings.effective_reserve:,}.",
-                       views=summary_views(profile, new))
-    outcome = load_video(profile, state, state.video_path, settings, progress, limits=limits)
-    if outcome.error is None:
-        outcome.status = f"Re-solved for seq {settings.seq:,}: " + outcome.status.removeprefix("✓ ")
-    return outcome
+        return _rejected("Settings rejected", None, exc, "video")
+    if path is None:
+        status = f"Budget set: seq {settings.seq:,}, reserve {settings.effective_reserve:,}."
+        return Inspected(lambda state: (replace(state, settings=settings), status), "")
+    inspected = video_inspected(profile, path, settings, progress, limits=limits)
+    if inspected.error is not None:
+        return inspected
+
+    def resolved(state: StudioState) -> tuple[StudioState, str]:
+        new, status = inspected.apply(state)
+        return new, f"Re-solved for seq {settings.seq:,}: " + status.removeprefix("✓ ")
+
+    return replace(inspected, apply=resolved)
 
 
-def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str | None, *,
-                limits: UploadLimits = UploadLimits()) -> Outcome:
+def images_inspected(profile: Profile, paths: Sequence[str] | str | None, *,
+                     limits: UploadLimits = UploadLimits()) -> Inspected:
     """Images were uploaded (the whole list); bad ones are reported, good ones shown."""
     if isinstance(paths, str):
         paths = [paths]
@@ -310,8 +404,8 @@ def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str
             errors.append(f"{views.name_of(path)}: {exc}")
     if errors and not good:
         message = "; ".join(errors)
-        return Outcome(state, f"⚠ **Image rejected** — {views.esc(message)}", error=f"Image rejected — {message}")
-    new = replace(state, images=tuple(good))
+        status = f"⚠ **Image rejected** — {views.esc(message)}"
+        return Inspected(lambda state: (state, status), "images", f"Image rejected — {message}")
     limit = profile.mm_limits.get("image", 0)
     if not paths:
         status = "Images cleared."
@@ -324,29 +418,253 @@ def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str
     if errors:
         error = "Some images were rejected — " + "; ".join(errors)
         status += f" · ⚠ **rejected:** {views.esc('; '.join(errors))}"
-    return Outcome(new, status, error=error, views={**image_views(profile, new), **summary_views(profile, new)})
+    return Inspected(lambda state: (replace(state, images=tuple(good)), status), "images", error)
+
+
+def audio_inspected(profile: Profile, path: str | None, source: str = "file", *,
+                    limits: UploadLimits = UploadLimits()) -> Inspected:
+    """Audio was uploaded or recorded (or cleared)."""
+    if not path:
+        def cleared(state: StudioState) -> tuple[StudioState, str]:
+            if state.audio_source and state.audio_source != source:
+                return state, ""  # the other input was cleared; keep what we have
+            return replace(state, audio=None, audio_path=None, audio_source=""), "Audio cleared."
+
+        return Inspected(cleared, "audio")
+    try:
+        report = inspect_file(path, profile, expected="audio", limits=limits)
+    except InspectionError as exc:
+        return _rejected("Audio rejected", path, exc, "audio")
+    status = f"✓ **{views.esc(views.name_of(path)) if source == 'file' else 'recording'}** — " \
+             f"{report.duration:.2f} s, {report.tokens:,} audio tokens"
+    return Inspected(lambda state: (replace(state, audio=report, audio_path=str(path), audio_source=source), status),
+                     "audio")
+
+
+def load_video(
+    profile: Profile, state: StudioState, path: str | None, settings: VideoSettings,
+    progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits(),
+) -> Outcome:
+    """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``.
+
+    ``limits`` are checked on the file's header first; a file over them leaves ``state`` as it was.
+    """
+    return _outcome(profile, state, video_inspected(profile, path, settings, progress, limits=limits))
+
+
+def resolve(
+    profile: Profile, state: StudioState, settings: VideoSettings, progress: ProgressFn | None = None,
+    *, limits: UploadLimits = UploadLimits(),
+) -> Outcome:
+    """A Budget control moved: re-run the solver (vLLM's preprocessing) on the current video."""
+    return _outcome(profile, state, resolved_inspected(profile, state.video_path, settings, progress, limits=limits))
+
+
+def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str | None, *,
+                limits: UploadLimits = UploadLimits()) -> Outcome:
+    """Images were uploaded (the whole list); bad ones are reported, good ones shown."""
+    return _outcome(profile, state, images_inspected(profile, paths, limits=limits))
 
 
 def load_audio(profile: Profile, state: StudioState, path: str | None, source: str = "file", *,
                limits: UploadLimits = UploadLimits()) -> Outcome:
     """Audio was uploaded or recorded (or cleared)."""
-    if not path:
-        if state.audio_source and state.audio_source != source:
-            return Outcome(state, "")  # the other input was cleared; keep what we have
-        new = replace(state, audio=None, audio_path=None, audio_source="")
-        return Outcome(new, "Audio cleared.", views={**audio_views(profile, new), **summary_views(profile, new)})
+    return _outcome(profile, state, audio_inspected(profile, path, source, limits=limits))
+
+
+# ---------------------------------------------------------------- inspections side by side
+Inspections = InspectionSession[StudioState]
+
+PANELS: tuple[str, ...] = ("video", "images", "audio")
+PANEL_NAMES = {"video": "Video", "images": "Images", "audio": "Audio"}
+IDLE_STATUS = "Upload media to see what the model sees."
+
+
+def new_inspections(state: StudioState) -> Inspections:
+    """A session's inspections, starting from ``state`` (``gr.State`` copies it for each visitor)."""
+    return InspectionSession(state)
+
+
+@dataclass(frozen=True)
+class PanelUpdate:
+    """What an inspection event shows once its result is committed to the session."""
+
+    state: StudioState
+    status: str  # the status line: every panel
+    error: str | None = None
+    views: dict[str, Any] = field(default_factory=dict)  # ``PANEL_KEYS`` only
+
+
+def status_md(session: Inspections) -> str:
+    """One line per panel: what it is inspecting (⏳), else what its last result said."""
+    busy, said = session.busy(), session.statuses()
+    lines = []
+    for panel in PANELS:
+        if panel in busy:
+            lines.append(f"⏳ **{PANEL_NAMES[panel]}** — inspecting {views.esc(busy[panel])}…")
+        elif said.get(panel):
+            lines.append(said[panel])
+    return "  \n".join(lines) or IDLE_STATUS
+
+
+def _watching(progress: ProgressFn | None, job: Job) -> ProgressFn:
+    """``progress`` that also stops a superseded job at each report."""
+    def report(fraction: float, text: str) -> None:
+        job.raise_if_cancelled()
+        if progress is not None:
+            progress(fraction, text)
+
+    return report
+
+
+def _run(session: Inspections, profile: Profile, panel: str, work: Callable[[Job], Inspected], *,
+         path: Any = None, label: str = "") -> PanelUpdate | None:
+    """Run ``work`` as ``panel``'s new job (superseding the one in flight) and commit its result to
+    the session's latest state; ``None`` when a newer upload superseded it meanwhile."""
+    job = session.begin(panel, path=path, label=label)
     try:
-        report = inspect_file(path, profile, expected="audio", limits=limits)
-    except InspectionError as exc:
-        return _failed(state, "Audio rejected", path, exc)
-    new = replace(state, audio=report, audio_path=str(path), audio_source=source)
-    status = f"✓ **{views.esc(views.name_of(path)) if source == 'file' else 'recording'}** — " \
-             f"{report.duration:.2f} s, {report.tokens:,} audio tokens"
-    return Outcome(new, status, views={**audio_views(profile, new), **summary_views(profile, new)})
+        with job.interruptible(interruption_points()):
+            inspected = work(job)
+    except Superseded:
+        session.end(job)
+        return None
+    except BaseException:
+        session.end(job)
+        raise
+    committed = session.commit(job, inspected.apply)
+    if committed is None:
+        return None
+    state, changed = committed
+    return PanelUpdate(state, status_md(session), inspected.error,
+                       panel_views(profile, state, inspected.group) if changed else {})
+
+
+def _now(session: Inspections, profile: Profile, panel: str, inspected: Inspected) -> PanelUpdate:
+    """A quick change with no job (nothing to supersede), applied to the latest state."""
+    state, changed = session.update(panel, inspected.apply)
+    return PanelUpdate(state, status_md(session), inspected.error,
+                       panel_views(profile, state, inspected.group) if changed else {})
+
+
+def _label(path: Any) -> str:
+    if not path:
+        return ""
+    if isinstance(path, (list, tuple)):
+        return f"{len(path)} image(s)" if len(path) != 1 else views.name_of(str(path[0]))
+    return views.name_of(str(path))
+
+
+def inspect_video(session: Inspections, profile: Profile, path: str | None, settings: VideoSettings,
+                  progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
+    """The video panel's upload (or clear), as the session's new video job."""
+    return _run(session, profile, "video",
+                lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits),
+                path=path, label=_label(path))
+
+
+def inspect_settings(session: Inspections, profile: Profile, settings: VideoSettings,
+                     progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits()
+                     ) -> PanelUpdate | None:
+    """A Budget control moved: re-plan the video the panel shows — or the one it is inspecting, whose
+    job this supersedes so that it is planned with the new settings too."""
+    pending, path = session.pending_input("video")
+    if not pending:
+        path = session.state.video_path
+    try:
+        settings.validate()
+    except InspectionError as exc:  # the panel keeps its video and its job in flight
+        return _now(session, profile, "video", _rejected("Settings rejected", None, exc, "video"))
+    if path is None and not pending:
+        return _now(session, profile, "video", resolved_inspected(profile, None, settings))
+    if path is None:  # a clear is in flight: this clears, with the new settings
+        return _run(session, profile, "video", lambda job: video_inspected(profile, None, settings))
+    return _run(session, profile, "video",
+                lambda job: resolved_inspected(profile, path, settings, _watching(progress, job), limits=limits),
+                path=path, label=_label(path))
+
+
+def inspect_images(session: Inspections, profile: Profile, paths: Sequence[str] | str | None, *,
+                   limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
+    return _run(session, profile, "images", lambda job: images_inspected(profile, paths, limits=limits),
+                path=paths, label=_label(paths))
+
+
+def _audio_label(path: str | None, source: str) -> str:
+    return "" if not path else _label(path) if source == "file" else "recording"
+
+
+def _audio_kept(session: Inspections, path: str | None, source: str) -> bool:
+    """A clear of one audio input while the panel holds (or inspects) the other's: nothing to do."""
+    if path:
+        return False
+    pending, held = session.pending_input("audio")  # held: (path, source) of the upload in flight
+    if pending:
+        held_source = held[1] if held else ""
+    else:
+        held_source = session.state.audio_source
+    return bool(held_source) and held_source != source
+
+
+def inspect_audio(session: Inspections, profile: Profile, path: str | None, source: str = "file", *,
+                  limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
+    if _audio_kept(session, path, source):
+        return PanelUpdate(session.state, status_md(session))
+    return _run(session, profile, "audio", lambda job: audio_inspected(profile, path, source, limits=limits),
+                path=(path, source) if path else None, label=_audio_label(path, source))
+
+
+# Announcing an upload as it arrives, before its inspection gets a worker: the panel's job in flight is
+# cancelled at once and the status line shows the panel as busy.
+def announce_video(session: Inspections, path: str | None) -> str:
+    session.announce("video", _label(path), path=path)
+    return status_md(session)
+
+
+def announce_settings(session: Inspections) -> str:
+    pending, path = session.pending_input("video")
+    if pending or session.state.video_path:
+        path = path if pending else session.state.video_path
+        session.announce("video", _label(path), path=path)
+    return status_md(session)
+
+
+def announce_images(session: Inspections, paths: Sequence[str] | str | None) -> str:
+    session.announce("images", _label(paths), path=paths)
+    return status_md(session)
+
+
+def announce_audio(session: Inspections, path: str | None, source: str = "file") -> str:
+    if not _audio_kept(session, path, source):
+        session.announce("audio", _audio_label(path, source), path=(path, source) if path else None)
+    return status_md(session)
+
+
+def shared_views(profile: Profile, session: Inspections) -> tuple[StudioState, dict[str, Any]] | None:
+    """The session's state and the views every panel shares (``SHARED_KEYS``), once per new version
+    of the state; ``None`` when they were already drawn from it. Called in order (one at a time), so
+    the last drawing the page gets is always of the latest state."""
+    state, version = session.snapshot()
+    if not session.claim("shared", version):
+        return None
+    return state, {key: value for key, value in summary_views(profile, state).items() if key in SHARED_KEYS}
+
+
+def panel_figures(session: Inspections) -> dict[str, Any]:
+    """The figures of each panel whose state is newer than its figures (``FIGURE_KEYS``); a drawing
+    overtaken by a newer commit while it was drawn is dropped (that commit draws its own)."""
+    drawn: dict[str, Any] = {}
+    for group in ("video", "audio"):
+        changed_at = session.panel_version(group)  # read before the state: the state holds that change
+        if not changed_at or not session.claim(f"figures:{group}", changed_at):
+            continue
+        made = figure_views(session.state, group)
+        if session.panel_version(group) == changed_at:
+            drawn.update(made)
+    return drawn
 
 
 # ---------------------------------------------------------------- chat (see dots3_demo.ui.chat)
-def chat_welcome(engine: Any) -> list[dict[str, str]]:
+def chat_welcome(engine: ChatEngine | None) -> list[dict[str, str]]:
     """The chat's first message."""
     if engine is None:
         return [{"role": "assistant", "content": ENGINE_HELP}]

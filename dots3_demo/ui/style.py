@@ -43,6 +43,7 @@ CSS = """
 .d3-exact { border-color: #10b981; color: #047857; background: rgba(16,185,129,.12); }
 .dark .d3-exact { color: #34d399; }
 .d3-engine { color: var(--body-text-color-subdued); font-weight: 500; }
+.d3-header .d3-incomplete { margin: 10px 0 0; }
 
 #status { min-height: 1.6em; font-size: .88rem; }
 #status p { margin: 0; }
@@ -77,9 +78,10 @@ CSS = """
 .d3-plot img { max-height: 340px; object-fit: contain; }
 #frames-gallery .caption-label, #grid-gallery .caption-label { max-width: 100% !important; left: 0; right: 0 !important;
   bottom: 0 !important; white-space: normal !important; opacity: .92 !important; font-size: .72rem !important;
-  font-variant-numeric: tabular-nums; text-align: center !important; border-radius: 0 !important; border-left: 0 !important; }
-#summary .d3-table, #summary .d3-table th, #summary .d3-table td { border-left: 0 !important; border-right: 0 !important;
-  border-top: 0; background: transparent !important; }
+  font-variant-numeric: tabular-nums; text-align: center !important; border-radius: 0 !important;
+  border-left: 0 !important; }
+#summary .d3-table, #summary .d3-table th, #summary .d3-table td { border-left: 0 !important;
+  border-right: 0 !important; border-top: 0; background: transparent !important; }
 #summary .d3-table { border: 0 !important; margin: 0; }
 #summary .d3-table tr { border: 0 !important; background: transparent !important; }
 #summary .d3-table td:first-child { white-space: nowrap; }

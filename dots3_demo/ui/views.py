@@ -15,9 +15,8 @@ from dots3_demo.inspection.figures import COLORS
 if TYPE_CHECKING:
     from dots3_demo.inspection.audio import AudioReport
     from dots3_demo.inspection.image import ImageReport
-    from dots3_demo.inspection.video import VideoReport
+    from dots3_demo.inspection.video import FrameInfo, VideoReport
     from dots3_demo.profiles import Profile
-
     from dots3_demo.ui.handlers import StudioState
 
 APPROX = "≈"
@@ -47,7 +46,7 @@ def grid_text(grid: list[int]) -> str:
     return f"{h}×{w}" if t == 1 else f"{t}×{h}×{w}"
 
 
-def frame_caption(frame, profile: Profile) -> str:
+def frame_caption(frame: FrameInfo, profile: Profile) -> str:
     """``00:00:01.12 · 26×46 grid · 299 tok`` — exactly the timestamp vLLM puts before the frame."""
     return f"{frame.timestamp} · {grid_text(frame.grid)} grid · {approx(profile, 'image')}{frame.tokens} tok"
 
@@ -57,7 +56,9 @@ def seconds_text(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------- header
-def header_html(profile: Profile, engine_line: str) -> str:
+def header_html(profile: Profile, engine_line: str, ffmpeg_problem: str | None = None) -> str:
+    """The page header: profile, exactness and engine badges, and ``ffmpeg_problem`` (what
+    ``dots3_demo.ffmpeg.media_problem`` says at start-up) in red when the machine cannot decode media."""
     badges = [f'<span class="d3-badge d3-profile" title="{esc(profile.path)}">profile · {esc(profile.name)}</span>']
     if profile.is_preview:
         badges.append(f'<span class="d3-badge d3-preview">{esc(PREVIEW_BADGE)}</span>')
@@ -70,7 +71,9 @@ def header_html(profile: Profile, engine_line: str) -> str:
         '<div class="d3-sub">What vLLM\'s <code>dots3_note</code> omni model actually sees: sampled frames, '
         "patch grids, the degrade solver's token budget and the audio/frame interleave.</div>"
         f'<div class="d3-badges">{"".join(badges)}</div>'
-        "</div>"
+        + (f'<div class="d3-incomplete" id="d3-ffmpeg" role="alert">⚠ {esc(ffmpeg_problem)}</div>'
+           if ffmpeg_problem else "")
+        + "</div>"
     )
 
 

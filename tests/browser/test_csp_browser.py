@@ -16,8 +16,8 @@ import urllib.request
 import pytest
 
 from dots3_demo.ui.app import CONTENT_SECURITY_POLICY
+from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.browser.conftest import serve
-from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
 
 pytestmark = pytest.mark.browser
 

@@ -14,8 +14,8 @@ import pytest
 
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui.examples import ELEM_ID, EXAMPLES_DIR, StudioExample, studio_examples
+from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.browser.conftest import SEQ, serve
-from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
 
 pytestmark = pytest.mark.browser
 
@@ -84,9 +84,10 @@ def _selected_tab(page) -> str:
 
 
 def _wait_idle(page) -> None:
-    """No event still running or queued (the status markdown shows Gradio's progress while one is)."""
+    """No upload still inspected (the status line shows ⏳ for a busy panel) and no event still running
+    or queued (Gradio's progress in the status markdown)."""
     page.wait_for_function(
-        "() => !document.querySelector('#status').innerText.match(/queue:|processing|\\d+\\.\\ds/)")
+        "() => !document.querySelector('#status').innerText.match(/⏳|queue:|processing|\\d+\\.\\ds/)")
 
 
 def test_every_example_fills_its_panels_and_runs_the_inspector(engine_page, profile, shots_dir):

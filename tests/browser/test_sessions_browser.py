@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests import media_factory
+from support import media_factory
 from tests.browser.conftest import open_studio, serving
 
 pytestmark = pytest.mark.browser

@@ -26,8 +26,8 @@ import time
 
 import pytest
 
+from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.browser.conftest import serve
-from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
 
 pytestmark = pytest.mark.browser
 

@@ -18,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from dots3_demo.ui import health
+from dots3_demo.serving import health
 from tests.deploy import files
 from tests.deploy.files import ROOT
 

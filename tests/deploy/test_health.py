@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
-from dots3_demo.engine.protocol import EngineStatus, EngineUnavailable
-from dots3_demo.ui import health
+from dots3_demo.engine.inprocess import InProcessEngine
+from dots3_demo.engine.protocol import ChatEngine, EngineStatus, EngineUnavailable
+from dots3_demo.engine.remote import RemoteEngine
+from dots3_demo.serving import health
 from tests.deploy import files
 
 SEQ = 32768
@@ -25,7 +27,7 @@ SEQ = 32768
 
 @dataclass
 class StandInEngine:
-    """Just enough of a ``ChatEngine`` for the UI and the probes (tests only).
+    """A ``ChatEngine`` for the UI and the probes that never generates (tests only).
 
     ``start()`` goes idle → loading → ``outcome`` after ``load_s`` seconds.
     """
@@ -37,12 +39,20 @@ class StandInEngine:
     model: str | None = "stand-in/model"
     capacity: int = 2
     max_model_len: int | None = SEQ
+    mm_limits: dict[str, int] | None = None
     starts: int = 0
     calls: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> EngineStatus:
         return EngineStatus(self.state, self.message)
+
+    @property
+    def label(self) -> str:
+        return f"stand-in · {self.model}"
+
+    def unfinished_requests(self) -> int | None:
+        return len([c for c in self.calls if c.startswith("generate")])
 
     async def start(self) -> None:
         self.starts += 1
@@ -80,15 +90,20 @@ def test_engine_states(state, ready):
     report = health.health_report(engine, "/models/x")
     assert (report.engine, report.ready, report.message) == (state, ready, f"{state} message")
     assert health.readiness_status(report) == (200 if ready else 503)
+    assert report.requests == (0 if state == "ready" else None)  # what the engine holds, once it runs
+
+
+def test_stand_in_is_a_chat_engine():
+    assert isinstance(StandInEngine(), ChatEngine)
 
 
 def test_model_name_of_each_engine_kind():
-    in_process = SimpleNamespace(engine_args=SimpleNamespace(model="/models/Dots3-NOTE"),
-                                 status=EngineStatus("idle"))
-    remote = SimpleNamespace(model="dots3-note", endpoint="http://h:8000/v1", status=EngineStatus("ready"))
+    in_process = InProcessEngine(SimpleNamespace(model="/models/Dots3-NOTE"), engine_factory=lambda args: None)
+    remote = RemoteEngine("http://h:8000/v1", model="dots3-note")
     assert health.health_report(in_process, "p").model == "/models/Dots3-NOTE"
     assert health.health_report(remote, "p").model == "dots3-note"
-    assert health.engine_model(SimpleNamespace(status=EngineStatus("idle"))) is None
+    assert health.engine_model(RemoteEngine("http://h:8000/v1")) is None  # not connected yet: not known
+    assert health.engine_model(None) is None
 
 
 def test_app_kwargs_keep_a_lifespan_already_given():
@@ -106,7 +121,7 @@ def test_app_kwargs_keep_a_lifespan_already_given():
             entered.append("out")
 
     app = SimpleNamespace(router=SimpleNamespace(routes=[]), added=[])
-    app.add_api_route = lambda path, fn, **kw: app.added.append(path)  # noqa: E731 - a FastAPI stand-in
+    app.add_api_route = lambda path, fn, **kw: app.added.append(path)  # a FastAPI stand-in
     kwargs = health.app_kwargs_with_health({"lifespan": Lifespan, "docs_url": None}, None, "p")
     assert kwargs["docs_url"] is None
 
@@ -157,7 +172,7 @@ def test_preview_server_is_live_and_ready(preview_url, profile):
     assert headers.get("cache-control") == "no-store"
     assert json.loads(body) == {"status": "ok", "ready": True, "engine": "preview",
                                 "message": health.health_report(None, "").message, "model": None,
-                                "profile": profile.name}
+                                "profile": profile.name, "stage": "", "requests": None}
     status, body = _json(preview_url + health.READY_PATH)
     assert status == 200 and body["status"] == "ready" and body["engine"] == "preview"
     assert _get(preview_url + health.READY_PATH, "HEAD")[0] == 200

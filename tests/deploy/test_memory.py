@@ -1,4 +1,4 @@
-"""``dots3_demo.memory.tune_allocator``: glibc's allocator really behaves differently afterwards.
+"""``dots3_demo.serving.memory.tune_allocator``: glibc's allocator really behaves differently afterwards.
 
 mallopt settings are process-wide and cannot be undone, so each check runs in a fresh interpreter
 and compares the same allocation pattern with and without the tuning.
@@ -15,14 +15,14 @@ import time
 
 import pytest
 
-from dots3_demo import memory
+from dots3_demo.serving import memory
 
 pytestmark = pytest.mark.skipif(memory._glibc() is None, reason="glibc only")
 
 # Runs in a child: allocates with libc's malloc and reports what mallinfo2/malloc_info saw.
 PROBE = textwrap.dedent("""
     import ctypes, json, sys, tempfile, threading
-    from dots3_demo import memory
+    from dots3_demo.serving import memory
 
     tuned = memory.tune_allocator({}) if sys.argv[1] == "tuned" else None
     libc = ctypes.CDLL("libc.so.6")
@@ -115,7 +115,7 @@ def test_gradio_queue_analytics_are_bounded_unless_the_operator_chose(monkeypatc
 # back on its own: live blocks sit above them), then trims once.
 TRIM_PROBE = textwrap.dedent("""
     import ctypes, json
-    from dots3_demo import memory
+    from dots3_demo.serving import memory
 
     def rss_mib():
         for line in open("/proc/self/status"):

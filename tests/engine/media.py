@@ -1,4 +1,4 @@
-"""The engine tests' media, made by the shared ``tests.media_factory`` (tests only)."""
+"""The engine tests' media, made by the shared ``support.media_factory`` (tests only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests import media_factory
+from support import media_factory
 
 
 def make_clip(path: Path, *, seconds: int = 4, width: int = 320, height: int = 240, fps: int = 8,

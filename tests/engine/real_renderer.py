@@ -42,13 +42,13 @@ def build_preview_renderer(limits: dict[str, int] | None = None) -> Any:
                 return pm.VIDEO_PLACEHOLDER
             return None
 
-        def forward(self, input_ids, positions, **kwargs):  # noqa: ANN001
+        def forward(self, input_ids, positions, **kwargs):
             raise RuntimeError("stub model: preprocessing only")
 
-        def compute_logits(self, hidden_states):  # noqa: ANN001
+        def compute_logits(self, hidden_states):
             raise RuntimeError("stub model: preprocessing only")
 
-        def embed_input_ids(self, input_ids, *args, **kwargs):  # noqa: ANN001
+        def embed_input_ids(self, input_ids, *args, **kwargs):
             raise RuntimeError("stub model: preprocessing only")
 
     ModelRegistry.register_model("Dots3NoteForCausalLM", StubDots3Note)

@@ -7,10 +7,18 @@ import json
 
 import pytest
 
-from dots3_demo.engine import EngineUnavailable, SamplingSettings, TurnRejected, TurnRequest, VideoBudget
+from dots3_demo.budget import VideoSettings
+from dots3_demo.engine import (
+    ChatEngine,
+    EngineUnavailable,
+    SamplingSettings,
+    ToolCall,
+    TurnRejected,
+    TurnRequest,
+)
 from dots3_demo.engine.inprocess import MM_CACHE_WARNING, InProcessEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
-from tests.engine.doubles import ScriptedAsyncLLM
+from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_clip, make_png
 
 
@@ -35,11 +43,18 @@ async def _collect(engine, turn):
     return [delta async for delta in engine.stream_turn(turn)]
 
 
+def test_the_adapter_is_a_chat_engine():
+    engine = InProcessEngine(_Args(), engine_factory=lambda args: None)
+    assert isinstance(engine, ChatEngine)  # every hook the UI uses
+    assert (engine.model, engine.status.state, engine.capacity) == ("stub", "idle", 4)
+
+
 def test_streams_deltas_and_finishes():
     async def main():
         double = ScriptedAsyncLLM(["Hel", "lo", " world"])
         engine = await _engine(double)
-        deltas = await _collect(engine, _turn(sampling=SamplingSettings(temperature=0.2, max_tokens=64, seed=3, top_k=20)))
+        sampling = SamplingSettings(temperature=0.2, max_tokens=64, seed=3, top_k=20)
+        deltas = await _collect(engine, _turn(sampling=sampling))
         assert "".join(d.text for d in deltas) == "Hello world"
         assert [d.finished for d in deltas] == [False, False, True]
         assert deltas[-1].finish_reason == "stop"
@@ -61,12 +76,15 @@ def test_mm_processor_kwargs_reach_prompt_extras():
         double = ScriptedAsyncLLM(["ok"])
         engine = await _engine(double)
         turn = _turn(sampling=SamplingSettings(max_tokens=300),
-                     video=VideoBudget(seq=8192, output_reserve=512, audio_cap=0.5, k_mode="whole"))
+                     video=VideoSettings(seq=8192, output_reserve=512, audio_cap=0.5, k_mode="whole"))
         await _collect(engine, turn)
         call = double.renderer.calls[0]
         assert call["prompt_extras"]["mm_processor_kwargs"] == {
             "max_new_tokens": 300, "seq": 8192, "output_reserve": 512, "audio_cap": 0.5, "k_mode": "whole"}
         assert call["chat_params"].chat_template_kwargs["add_generation_prompt"] is True
+        plain = _turn(sampling=SamplingSettings(max_tokens=64))  # no budget: vLLM's defaults but max tokens
+        await _collect(engine, plain)
+        assert double.renderer.calls[1]["prompt_extras"]["mm_processor_kwargs"] == {"max_new_tokens": 64}
 
     asyncio.run(main())
 
@@ -148,13 +166,15 @@ def test_tool_calls_surface_mid_stream():
         double = ScriptedAsyncLLM(script)
         engine = await _engine(double)
         deltas = await _collect(engine, _turn(tools=EXAMPLE_TOOLS))
-        assert deltas[0].text == "Checking. " and deltas[0].tool_calls == []
-        assert deltas[1].writing_tool_call is True and deltas[1].tool_calls == []
+        assert deltas[0].text == "Checking. " and deltas[0].tool_calls == ()
+        assert deltas[1].writing_tool_call is True and deltas[1].tool_calls == ()
         mid = deltas[2]
         assert not mid.finished and len(mid.tool_calls) == 1
-        call = mid.tool_calls[0]
-        assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}
-        assert call["id"] and call["status"] == "complete"
+        (call,) = mid.tool_calls
+        assert isinstance(call, ToolCall)  # the parser's type, unchanged through the delta
+        assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris"}
+        assert call.id and call.status == "called"
+        assert deltas[-1].tool_calls == (call,)
         assert "".join(d.text for d in deltas) == "Checking.  more text"
         assert deltas[-1].finish_reason == "tool_calls"
 
@@ -237,3 +257,24 @@ def test_cache_warning():
 
     engine = InProcessEngine(Cached(), engine_factory=lambda a: None)
     assert engine.warnings == [MM_CACHE_WARNING]
+
+
+def test_the_engine_loads_an_image_as_the_inspector_does(tmp_path):
+    """One loader (vLLM's ImageMediaIO, RGB) for the inspector and the engine: a transparent PNG is the
+    same flattened RGB image in both."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from dots3_demo.engine.media import _load_image
+    from dots3_demo.inspection.image import load_image_as_vllm
+
+    buffer = io.BytesIO()
+    Image.new("RGBA", (40, 30), (255, 0, 0, 90)).save(buffer, "PNG")
+    data = buffer.getvalue()
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    engine_image, _digest = _load_image({"type": "image_url", "image_url": {"url": url}})
+    inspector_image = load_image_as_vllm(data)
+    assert engine_image.mode == inspector_image.mode == "RGB"
+    assert engine_image.tobytes() == inspector_image.tobytes()

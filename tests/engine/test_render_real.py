@@ -7,7 +7,8 @@ import base64
 
 import pytest
 
-from dots3_demo.engine import SamplingSettings, TurnRejected, TurnRequest, VideoBudget
+from dots3_demo.budget import VideoSettings
+from dots3_demo.engine import SamplingSettings, TurnRejected, TurnRequest
 from dots3_demo.engine.inprocess import render_turn
 from dots3_demo.engine.stats import prompt_tokens_by_modality
 from tests.engine.media import make_clip, make_png, make_wav
@@ -53,7 +54,7 @@ def test_video_turn_keeps_its_sound_track(renderer, tmp_path):
     engine_input, counts = _render(
         renderer,
         [{"type": "video_url", "video_url": {"url": str(clip)}}, {"type": "text", "text": "Describe"}],
-        sampling=SamplingSettings(max_tokens=512), video=VideoBudget(seq=8192),
+        sampling=SamplingSettings(max_tokens=512), video=VideoSettings(seq=8192),
     )
     assert counts.video > 0 and counts.video_frames > 0
     assert counts.video_audio > 0, "the video's sound track was dropped"
@@ -67,7 +68,7 @@ def test_video_turn_keeps_its_sound_track(renderer, tmp_path):
 def test_silent_video_and_audio_cap_zero(renderer, tmp_path):
     clip = make_clip(tmp_path / "v.mp4", seconds=4, audio=True)
     _, counts = _render(renderer, [{"type": "video_url", "video_url": {"url": str(clip)}}],
-                        video=VideoBudget(seq=8192, audio_cap=0.0))
+                        video=VideoSettings(seq=8192, audio_cap=0.0))
     assert counts.video_frames > 0 and counts.video_audio == 0
     silent = make_clip(tmp_path / "s.mp4", seconds=2, audio=False)
     _, counts = _render(renderer, [{"type": "video_url", "video_url": {"url": str(silent)}}])

@@ -26,10 +26,10 @@ def build_script() -> ModuleType:
 
 @pytest.fixture(scope="session")
 def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The examples rebuilt by running the script as documented, from another working directory."""
+    """The examples rebuilt by running the script as documented (a module, from the repository root)."""
     out = tmp_path_factory.mktemp("examples_rebuilt")
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], cwd=out, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "scripts.build_examples", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "total in" in done.stdout
     return out

@@ -1,7 +1,7 @@
 """Helpers for the bad-input corpus (tests only): odd media files, a session-aware engine double,
 and the checks every case shares (a clear message, the session's earlier state kept).
 
-Media are made with ``tests.media_factory`` / PIL / numpy / the ``wave`` module and Debian FFmpeg
+Media are made with ``support.media_factory`` / PIL / numpy / the ``wave`` module and Debian FFmpeg
 (no downloads). The engine double is the tests' ``ScriptedAsyncLLM`` (real vLLM ``RequestOutput``
 objects behind the real ``InProcessEngine``) with three additions a corpus needs:
 
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from tests import media_factory
-from tests.engine.doubles import RecordingRenderer, ScriptedAsyncLLM
+from support import media_factory
+from support.doubles import RecordingRenderer, ScriptedAsyncLLM
 
 # A message is not "clear" when it shows any of these (a traceback, a bare class name, a repr).
 UNCLEAR_MARKERS = ("Traceback", "KeyError", "IndexError", "TypeError", "AttributeError", "RuntimeError",

@@ -33,7 +33,7 @@ from dots3_demo.inspection.limits import (
 )
 from dots3_demo.inspection.probe import MediaProbe
 from dots3_demo.ui import chat, handlers
-from tests import media_factory
+from support import media_factory
 from tests.inspection.conftest import run_cli
 
 DEFAULT = UploadLimits()
@@ -312,11 +312,12 @@ def test_build_interface_binds_the_limits(profile, files):
     for name in ("inspect_video", "set_seq", "inspect_images", "inspect_audio", "inspect_recording",
                  "sync_max_new_tokens"):
         fn = next(f for f in demo.fns.values() if f.api_name == name)
-        assert fn.fn.keywords == {"limits": limits}, name
+        assert fn.fn.keywords["limits"] is limits, name
     assert launch_options(limits)["max_file_size"] == 64 * 1024**2
     video = next(f for f in demo.fns.values() if f.api_name == "inspect_video")
     state = handlers.initial_state(8192)
-    result = video.fn(state, str(files["short.mp4"]), 8192, True, 0, 0, 1.0, "eval_ek")  # 2 s > 1 s
+    result = video.fn(handlers.new_inspections(state), str(files["short.mp4"]), 8192, True, 0, 0, 1.0,
+                      "eval_ek")  # 2 s > 1 s
     assert result[0] is state and "--max-video-seconds" in result[1]
 
 

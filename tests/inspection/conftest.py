@@ -21,7 +21,7 @@ import pytest
 
 from dots3_demo import vllm_compat
 from dots3_demo.inspection import VideoSettings, inspect_file
-from tests import media_factory
+from support import media_factory
 
 TIMESTAMP_RE = re.compile(r"<(\d\d:\d\d:\d\d\.\d\d)>")
 

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from dots3_demo.inspection import InspectionError, inspect_file
-from tests import media_factory
+from support import media_factory
 from tests.inspection.conftest import run_cli
 
 CLASS_NAMES = ("Traceback", "KeyError", "IndexError", "RuntimeError", "ValueError", "OSError",

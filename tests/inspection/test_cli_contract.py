@@ -12,7 +12,7 @@ import pytest
 
 from dots3_demo.inspection import VideoSettings
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR
-from tests import media_factory
+from support import media_factory
 from tests.inspection.conftest import run_cli
 
 TS = re.compile(r"^\d\d:\d\d:\d\d\.\d\d$")
@@ -56,7 +56,7 @@ def test_json_fields(trio, profile, vllm_video):
     status, lines, raw = run_cli(str(trio["image"]), str(trio["audio"]), str(trio["video"]), "--json")
     assert status == 0, raw
     assert len(lines) == 3 == len(raw.strip().splitlines())
-    for item, kind in zip(lines, ("image", "audio", "video")):
+    for item, kind in zip(lines, ("image", "audio", "video"), strict=True):
         _check_contract(item, kind)
         assert item["profile"] == "preview (bundled)" and item["approximate"]
     ref = vllm_video(trio["video"])
@@ -71,7 +71,7 @@ def test_model_dir_config_only_copy(trio, tmp_path):
     status_a, preview, _ = run_cli(*files, "--json")
     status_b, copied, raw = run_cli(*files, "--json", "--model", str(folder))
     assert status_a == status_b == 0, raw
-    for a, b in zip(preview, copied):
+    for a, b in zip(preview, copied, strict=True):
         assert b["profile"] == str(folder.resolve())
         assert "approximate" not in b
         assert a[a["kind"]] == b[b["kind"]]

@@ -120,7 +120,7 @@ def test_torchcodec_problem_message(torchcodec_unimportable):
 
 
 def test_video_inspection_refuses_clearly_without_torchcodec(clip_factory, profile, torchcodec_unimportable):
-    with pytest.raises(InspectionError, match="FFmpeg libraries"):
+    with pytest.raises(InspectionError, match="cannot load FFmpeg's libraries"):
         inspect_file(clip_factory(CLIP), profile)
 
 

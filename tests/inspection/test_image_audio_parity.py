@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from dots3_demo.inspection import inspect_file
-from tests import media_factory
+from support import media_factory
 
 IMAGE_CASES = [
     ("rgb_small.png", 64, 48, "RGB"),

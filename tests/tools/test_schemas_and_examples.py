@@ -28,7 +28,8 @@ def test_empty_means_no_tools():
 
 def test_bare_function_is_wrapped():
     tools = parse_tools_json('[{"name": "f", "parameters": {"type": "object", "properties": {}}}]')
-    assert tools == [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    assert tools == [{"type": "function",
+                      "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
 
 
 @pytest.mark.parametrize(
@@ -42,8 +43,10 @@ def test_bare_function_is_wrapped():
         ('[{"type": "function", "function": {"name": "a b"}}]', "letters, digits"),
         ('[{"name": "f"}, {"name": "f"}]', "tool #2 (f): duplicate"),
         ('[{"name": "f", "parameters": {"type": "array"}}]', 'parameters.type must be "object"'),
-        ('[{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "str"}}}}]', "unknown type 'str'"),
-        ('[{"name": "f", "parameters": {"type": "object", "properties": {}, "required": ["x"]}}]', "required names no property: x"),
+        ('[{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "str"}}}}]',
+         "unknown type 'str'"),
+        ('[{"name": "f", "parameters": {"type": "object", "properties": {}, "required": ["x"]}}]',
+         "required names no property: x"),
         ('[{"name": "f", "params": {}}]', "unknown function field(s): params"),
     ],
 )

@@ -46,7 +46,7 @@ def test_several_invokes_with_text_around(size):
     assert json.loads(calls[0].arguments) == {"city": "Shanghai", "unit": "celsius"}
     # schema type coercion: top_k is an integer in the schema
     assert json.loads(calls[1].arguments) == {"query": "Shanghai events", "top_k": 3}
-    assert all(c.status == "complete" for c in calls)
+    assert all(c.status == "called" for c in calls)
     assert len({c.id for c in calls}) == 2 and all(c.id for c in calls)
 
 
@@ -105,7 +105,7 @@ def test_json_fallback(size):
 def test_unknown_tool_comes_back_as_text(size):
     text = "A<dots_function_call>" + _invoke("launch_rocket", target="moon") + "</dots_function_call>B"
     shown, parser = _run(text, size)
-    assert parser.calls == []
+    assert parser.calls == ()
     assert shown.startswith("A") and shown.endswith("B")
     assert "launch_rocket" in shown and "moon" in shown
 
@@ -122,7 +122,7 @@ def test_trailing_partial_tag_is_not_lost(size):
 def test_unclosed_block_is_returned_as_text():
     text = "x<dots_function_call>\n<invoke name=\"search\">\n<parameter name=\"query\">cut off"
     shown, parser = _run(text, 4)
-    assert parser.calls == []
+    assert parser.calls == ()
     assert shown == text
 
 
@@ -139,7 +139,7 @@ def test_no_tools_means_plain_text():
     text = "<dots_function_call>" + _invoke("search", query="q") + "</dots_function_call>"
     shown, parser = _run(text, 3, tools=[])
     assert shown == text
-    assert parser.calls == []
+    assert parser.calls == ()
 
 
 def test_feed_after_finish_raises():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import media_factory
+from support import media_factory
 
 
 @pytest.fixture(scope="session")

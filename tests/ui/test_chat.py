@@ -11,10 +11,10 @@ import pytest
 
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.inspection import inspect_file
-from dots3_demo.tools import EXAMPLE_TOOLS
+from dots3_demo.tools import EXAMPLE_TOOLS, ToolCall
 from dots3_demo.ui import build_interface, chat, handlers
 from dots3_demo.ui.app import chat_concurrency, queue_size
-from tests.engine.doubles import ScriptedAsyncLLM
+from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_clip, make_png
 
 SEQ = 32768
@@ -66,7 +66,7 @@ def test_text_streams_progressively(studio):
     views = _run(chat.send_message(_engine(double), studio, chat.new_session(), "hi", _settings()))
     answers = [_answer(v) for v in views if _answer(v)]
     assert answers[-1] == "Hello world!"
-    assert len(answers) >= 5 and all(b.startswith(a) for a, b in zip(answers, answers[1:]))
+    assert len(answers) >= 5 and all(b.startswith(a) for a, b in zip(answers, answers[1:], strict=False))
     final = views[-1]
     assert final.done and final.session.messages[-1] == {"role": "assistant", "content": "Hello world!"}
     assert final.session.messages[0] == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
@@ -99,6 +99,9 @@ def test_tool_call_in_panel_while_text_streams(studio):
     final = views[-1]
     assert "finish `tool_calls`" in final.figures and "Send tool result" in final.figures
     assert final.session.messages[-1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    (call,) = final.session.tools  # the parser's ToolCall, as the engine delta carried it
+    assert isinstance(call, ToolCall) and (call.name, call.status) == ("get_weather", "called")
+    assert final.session.messages[-1]["tool_calls"] == [call.as_openai()]
 
 
 def test_stop_cancels_and_aborts(studio):
@@ -180,7 +183,8 @@ def test_tool_result_round_trip(studio):
     manual = _run(chat.send_tool_results(engine, studio, called.session, settings, result='{"temp": 3}'))[-1]
     assert double.renderer.calls[-1]["conversations"][0][-1] == {
         "role": "tool", "tool_call_id": call.id, "content": '{"temp": 3}'}
-    assert manual.session.tools[0].result == '{"temp": 3}'
+    assert manual.session.tools == (call.answered('{"temp": 3}'),)
+    assert final.session.tools == (call.answered(tool["content"]),)
 
 
 def test_media_multi_turn_budget_and_system_prompt(studio, profile, png):
@@ -257,7 +261,8 @@ def test_prompt_tokens_match_the_inspector_real_renderer(studio, profile, png):
     final = _run(chat.send_message(_engine(double), with_image, chat.new_session(), "what is this?", _settings()))[-1]
     prompt = double.generated[0][0]
     assert final.done and f"image {report.tokens + 2:,}" in final.figures
-    expected = f"engine: image {report.tokens + 2:,} · inspector: {report.tokens + 2:,} ({report.tokens:,} + 2 markers) ✓"
+    expected = (f"engine: image {report.tokens + 2:,} · inspector: {report.tokens + 2:,} "
+                f"({report.tokens:,} + 2 markers) ✓")
     assert expected in final.figures, final.figures
     assert len(prompt["prompt_token_ids"]) > report.tokens
 
@@ -277,8 +282,15 @@ def test_chat_wiring(profile):
     assert {demo.fns[i].api_name for i in stop.cancels} >= {"chat", "regenerate", "tool_result"}
     by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     assert by_id["chat-send"].interactive is True
-    session_state = next(b for b in demo.blocks.values() if isinstance(b, gr.State) and b.value is chat.new_session)
-    assert session_state is not None
+    # One gr.State holds the chat session, built per browser session by the factory (never one shared
+    # ChatSession), and every chat event both reads and writes it.
+    sessions = [b for b in demo.blocks.values() if isinstance(b, gr.State) and b.value is chat.new_session]
+    assert len(sessions) == 1
+    session_state = sessions[0]
+    first, second = session_state.value(), session_state.value()
+    assert isinstance(first, chat.ChatSession) and first.session_id != second.session_id
+    for name in ("chat", "regenerate", "tool_result", "run_example_tool"):
+        assert session_state in fns[name].inputs and session_state in fns[name].outputs, name
 
 
 def test_views_postprocess_through_chatbot(studio, png, profile):

@@ -71,6 +71,8 @@ def test_remote_tool_call_round_trip_through_the_chat():
     server, first, called, second = asyncio.run(main())
     assert called.done and "finish `tool_calls`" in called.figures
     assert called.tool_rows == [["get_weather", '{"city": "Oslo"}', "waiting for result", ""]]
+    # while the server's stream is open the call is still being written (one status vocabulary, server to panel)
+    assert any(row[:1] + row[2:3] == ["get_weather", "writing…"] for view in first[:-1] for row in view.tool_rows)
     assert called.session.messages[-1]["tool_calls"][0]["function"] == {"name": "get_weather",
                                                                        "arguments": '{"city": "Oslo"}'}
     assert any(m.get("metadata", {}).get("title") == "🛠 get_weather" for m in called.session.display)

@@ -11,7 +11,7 @@ from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import app as ui_app
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.pacing import StreamPacer
-from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
+from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 SEQ = 32768
 
@@ -31,6 +31,31 @@ def test_interval_grows_with_replies_in_flight():
             assert abs(pacer.interval() - 0.10) < 1e-9
             pacer.active -= 7
     assert pacer.active == 0
+
+
+def test_interval_grows_with_the_reply_length_up_to_a_cap():
+    pacer = StreamPacer(min_interval_s=0.03, max_updates_per_s=100.0, render_chars_per_s=100_000, max_interval_s=1.0)
+    assert pacer.interval(0) == pacer.interval(3_000) == 0.03  # short replies: the floor
+    assert abs(pacer.interval(20_000) - 0.2) < 1e-9  # the browser re-renders at most 100,000 chars/s
+    assert pacer.interval(500_000) == 1.0  # a very long reply still updates every second
+    pacer.active = 300
+    assert pacer.interval(500_000) == 3.0  # a busy app's share wins over the cap
+
+
+def test_a_long_reply_sends_fewer_updates_and_loses_nothing():
+    chunk = "x" * 500
+    double = ScriptedAsyncLLM([chunk] * 80, delay_s=0.005)  # 40,000 characters in about 0.4 s
+    settings = replace(chat.ChatSettings(), pacer=StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9,
+                                                               render_chars_per_s=100_000))
+
+    async def main():
+        agen = chat.send_message(_engine(double), handlers.initial_state(SEQ), chat.new_session(), "hi", settings)
+        return [view async for view in agen]
+
+    views = asyncio.run(main())
+    texts = [m["content"] for m in views[-1].session.display if m["role"] == "assistant"]
+    assert texts[-1] == chunk * 80 and views[-1].done
+    assert len(views) <= 12  # 80 deltas; past 10,000 chars at most ~10 updates a second (was 80)
 
 
 def test_streaming_counter_survives_errors():

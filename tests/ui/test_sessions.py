@@ -10,7 +10,7 @@ import gradio as gr
 import pytest
 from gradio.state_holder import StateHolder
 
-from dots3_demo.ui.sessions import SessionReaper
+from dots3_demo.serving.sessions import SessionReaper
 
 T0 = datetime.datetime(2026, 12, 2, 12, 0, 0)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
+from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers
-from dots3_demo.ui.app import INSPECT_CONCURRENCY, on_settings, on_video
+from dots3_demo.ui.app import on_settings, on_video
 
 SEQ = 12288
 
@@ -30,7 +31,7 @@ def test_event_names_and_concurrency(demo):
                  "set_k_mode", "inspect_images", "inspect_audio", "inspect_recording", "segment_audio", "chat"):
         assert name in names
     for name in ("inspect_video", "set_seq", "inspect_images", "inspect_audio"):
-        assert _fn(demo, name).concurrency_limit == INSPECT_CONCURRENCY
+        assert _fn(demo, name).concurrency_limit == default_workers()  # no --inspect-workers: one per core
         assert _fn(demo, name).concurrency_id == "inspect"
     assert _fn(demo, "chat").concurrency_limit is None
 
@@ -38,8 +39,8 @@ def test_event_names_and_concurrency(demo):
 def test_every_component_has_an_elem_id(demo):
     missing = [
         type(b).__name__ for b in demo.blocks.values()
-        if isinstance(b, gr.components.Component) and not isinstance(b, gr.State) and not b.elem_id
-    ]
+        if isinstance(b, gr.components.Component) and not isinstance(b, (gr.State, gr.Timer)) and not b.elem_id
+    ]  # a State and a Timer are never shown (gr.Timer takes no elem_id)
     assert missing == []
     ids = [b.elem_id for b in demo.blocks.values() if getattr(b, "elem_id", None)]
     assert len(ids) == len(set(ids))
@@ -64,12 +65,12 @@ def test_defaults_follow_arguments(demo, profile):
 def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):
     """Run the wired callback and push every output through its component's postprocess."""
     fn = _fn(demo, "inspect_video")
-    state = handlers.initial_state(SEQ)
-    result = fn.fn(state, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek")
+    session = handlers.new_inspections(handlers.initial_state(SEQ))
+    result = fn.fn(session, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek")
     assert len(result) == len(fn.outputs)
     new_state = result[0]
     assert new_state.video is not None
-    for block, value in zip(fn.outputs, result):
+    for block, value in zip(fn.outputs, result, strict=True):
         if isinstance(block, gr.State) or isinstance(value, dict) and value.get("__type__"):
             continue
         if isinstance(value, gr.components.Component):
@@ -79,7 +80,7 @@ def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as
     gallery_value = result[fn.outputs.index(gallery)]
     assert len(gallery.postprocess(gallery_value).root) == len(new_state.video.frames)
 
-    bad = fn.fn(new_state, str(text_as_video), SEQ, True, 0, 0, 1.0, "eval_ek")
+    bad = fn.fn(session, str(text_as_video), SEQ, True, 0, 0, 1.0, "eval_ek")
     assert bad[0] is new_state
     assert text_as_video.name in bad[1]
     skipped = [v for v in bad[2:] if isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1]
@@ -99,8 +100,51 @@ def test_preview_mode_greys_out_every_chat_control(demo):
 
 
 def test_with_an_engine_the_chat_controls_are_live(profile):
-    from tests.engine.doubles import ScriptedAsyncLLM, scripted_engine
+    from support.doubles import ScriptedAsyncLLM, scripted_engine
 
     live = build_interface(profile, scripted_engine(ScriptedAsyncLLM(["x"])), seq=SEQ)
     for elem_id in ("chat-input", "chat-send", "chat-stop", "chat-regen", "tool-result", "tool-send", "tool-run"):
         assert _by_id(live, elem_id).interactive is not False, elem_id
+
+
+# ---------------------------------------------------------------- inputs wired by name
+def _parameters(fn) -> list[str]:
+    import inspect
+
+    return list(inspect.signature(fn).parameters)
+
+
+def test_budget_callbacks_take_the_budget_controls_by_their_names():
+    """Gradio passes an event's inputs in order: the order of ``BudgetControls``' fields, which are also
+    the parameter names of the callbacks and of ``handlers.settings_from_controls``."""
+    from dots3_demo.ui.layout import BudgetControls
+
+    names = list(BudgetControls.names())
+    assert _parameters(on_video)[3:3 + len(names)] == names  # after profile, state, the video
+    assert _parameters(on_settings)[2:2 + len(names)] == names  # after profile, state
+    assert _parameters(handlers.settings_from_controls) == names
+
+
+def test_chat_controls_are_read_by_name(demo):
+    from dots3_demo.ui import chat
+    from dots3_demo.ui.app import _chat_settings
+    from dots3_demo.ui.layout import ChatControls, ChatStream
+    from dots3_demo.ui.pacing import StreamPacer
+
+    assert list(ChatControls.names()) == _parameters(chat.settings_from_controls)[:len(ChatControls.names())]
+    values = {"system_prompt": "be brief", "tools_json": "", "temperature": 0.3, "top_p": 0.9, "top_k": 5,
+              "max_tokens": 77, "seed": 11, "repetition_penalty": 1.1, "tool_choice": "required"}
+    settings = _chat_settings(StreamPacer(), tuple(values[name] for name in ChatControls.names()))
+    assert (settings.system_prompt, settings.tool_choice) == ("be brief", "required")
+    assert (settings.sampling.temperature, settings.sampling.top_k, settings.sampling.max_tokens,
+            settings.sampling.seed) == (0.3, 5, 77, 11)
+    with pytest.raises(TypeError):
+        ChatControls.named(tuple(values.values()) + ("one too many",))
+    assert ChatControls.ordered(values) == tuple(values[name] for name in ChatControls.names())
+    with pytest.raises(TypeError):
+        ChatControls.ordered({**values, "temprature": 0.1})  # a misspelt name fails loudly
+    chat_inputs = [getattr(b, "elem_id", None) for b in _fn(demo, "chat").inputs]
+    assert chat_inputs[3:] == ["system-prompt", "tools-json", "temperature", "top-p", "top-k", "max-tokens", "seed",
+                               "rep-penalty", "tool-choice"]  # the /chat API's order after the message
+    for name in ("chat", "regenerate", "tool_result", "run_example_tool"):
+        assert len(_fn(demo, name).outputs) == len(ChatStream.names())

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import gradio as gr
 
-DEFAULT_CLOSED_SESSION_TTL_S = 3600.0  # Gradio's own: how long a closed tab's gr.State values live
+from dots3_demo.serving.defaults import DEFAULT_CLOSED_SESSION_TTL_S
 
 
 class _Holder(Protocol):  # gradio.state_holder.StateHolder, as far as it is used here

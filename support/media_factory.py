@@ -86,7 +86,8 @@ def make_audio(
     with av.open(str(path), mode="w", format=fmt) as out:
         stream = out.add_stream(codec, rate=rate)
         stream.layout = layout
-        sample_fmt = stream.codec_context.codec.audio_formats[0].name if stream.codec_context.codec.audio_formats else "s16"
+        formats = stream.codec_context.codec.audio_formats
+        sample_fmt = formats[0].name if formats else "s16"
         for start in range(0, total, 1024):
             block = tone[start : start + 1024]
             data = np.tile(block, (channels, 1))

@@ -1,9 +1,9 @@
-"""A scripted double of vLLM's AsyncLLM at its public boundary (tests only).
+"""A scripted double of vLLM's AsyncLLM at its public boundary (tests and benchmarks only).
 
 It yields real ``vllm.outputs.RequestOutput`` / ``CompletionOutput`` objects, records every
 ``generate`` and ``abort`` call, and can hold the stream at a step so tests can cancel mid-way.
 The renderer is a recording stand-in with the same ``render_chat_async`` signature; the real
-renderer is exercised in test_render_real.py.
+renderer is exercised in tests/engine/test_render_real.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class _Tokenizer:
 
 
 class _TokParams:
-    def with_kwargs(self, **kwargs: Any) -> "_TokParams":
+    def with_kwargs(self, **kwargs: Any) -> _TokParams:
         self.kwargs = kwargs
         return self
 

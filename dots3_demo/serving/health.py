@@ -3,7 +3,10 @@
 Both answer the same JSON report (the engine state the chat's status line shows, as data)::
 
     {"status": "ok", "ready": true, "engine": "preview", "message": "...", "model": null,
-     "profile": "preview (bundled)"}
+     "profile": "preview (bundled)", "stage": "", "requests": null}
+
+``stage`` is the load stage while the engine loads; ``requests`` the requests the engine still holds
+(in-process; ``null`` when unknown): 0 once every reply ended or was stopped.
 
 - ``/healthz`` (liveness) is 200 whenever the app's server answers; ``status`` is ``"ok"``.
 - ``/readyz`` (readiness) is 200 when the studio can do everything it was started for — preview
@@ -29,6 +32,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dots3_demo.engine.protocol import ChatEngine
+
 logger = logging.getLogger(__name__)
 
 HEALTH_PATH = "/healthz"
@@ -48,28 +53,29 @@ class HealthReport:
     message: str
     model: str | None
     profile: str
+    stage: str = ""  # the load stage while the engine is loading (e.g. "loading weights")
+    requests: int | None = None  # requests the engine still holds; None: unknown (preview, remote)
 
     def as_json(self, status: str) -> dict[str, Any]:
         """The response body, ``status`` first."""
         return {"status": status, **asdict(self)}
 
 
-def engine_model(engine: Any) -> str | None:
+def engine_model(engine: ChatEngine | None) -> str | None:
     """The model the engine serves: ``--model`` in-process, the endpoint's model name when remote."""
-    if engine is None:
-        return None
-    model = getattr(engine, "model", None) or getattr(getattr(engine, "engine_args", None), "model", None)
-    return None if model is None else str(model)
+    return None if engine is None else engine.model
 
 
-def health_report(engine: Any, profile_name: str) -> HealthReport:
+def health_report(engine: ChatEngine | None, profile_name: str) -> HealthReport:
     """The studio's state now. ``engine`` is a ``ChatEngine`` (anything with ``.status``) or None."""
     if engine is None:
         return HealthReport(True, PREVIEW, "no engine attached — preview mode (the inspector works)", None,
                             profile_name)
     status = engine.status
     state = str(status.state)
-    return HealthReport(state in READY_STATES, state, str(status.message or ""), engine_model(engine), profile_name)
+    return HealthReport(state in READY_STATES, state, str(status.message or ""), engine_model(engine), profile_name,
+                        stage=status.stage if state == "loading" else "",
+                        requests=engine.unfinished_requests() if state == "ready" else None)
 
 
 def readiness_status(report: HealthReport) -> int:
@@ -77,7 +83,7 @@ def readiness_status(report: HealthReport) -> int:
     return 200 if report.ready else 503
 
 
-async def _start_quietly(engine: Any) -> None:
+async def _start_quietly(engine: ChatEngine) -> None:
     """``engine.start()``; a failure is already in ``engine.status`` (and logged by the engine)."""
     try:
         await engine.start()
@@ -85,7 +91,7 @@ async def _start_quietly(engine: Any) -> None:
         logger.warning("engine start from the readiness probe failed: %s", exc)
 
 
-def mount_health_routes(app: Any, engine: Any, profile_name: str) -> None:
+def mount_health_routes(app: Any, engine: ChatEngine | None, profile_name: str) -> None:
     """Add ``GET/HEAD /healthz`` and ``/readyz`` to a FastAPI ``app`` (once; a relaunch is a no-op).
 
     Gradio 6 has no catch-all route on its Python server, so routes added here are reached; they
@@ -103,7 +109,7 @@ def mount_health_routes(app: Any, engine: Any, profile_name: str) -> None:
 
     async def readyz() -> JSONResponse:
         report = health_report(engine, profile_name)
-        if report.engine == "idle" and not starting:
+        if engine is not None and report.engine == "idle" and not starting:
             task = asyncio.get_running_loop().create_task(_start_quietly(engine))
             starting.add(task)
             task.add_done_callback(starting.discard)
@@ -114,8 +120,10 @@ def mount_health_routes(app: Any, engine: Any, profile_name: str) -> None:
     app.add_api_route(READY_PATH, readyz, methods=["GET", "HEAD"], include_in_schema=False)
 
 
-def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: Any, profile_name: str) -> dict[str, Any]:
-    """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up.
+def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine | None, profile_name: str, *,
+                           start_engine: bool = False) -> dict[str, Any]:
+    """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up
+    (and, with ``start_engine``, begins loading the engine in the background on the server's loop).
 
     ``launch()`` builds a new FastAPI app each time; its lifespan runs before uvicorn serves a
     request, so the routes are there from the first probe. A lifespan already in ``app_kwargs``
@@ -123,10 +131,15 @@ def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: Any, profi
     """
     kwargs = dict(app_kwargs or {})
     inner: Lifespan | None = kwargs.get("lifespan")
+    starting: set[asyncio.Task[None]] = set()  # a strong reference until the start finishes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[Any]:
         mount_health_routes(app, engine, profile_name)
+        if start_engine and engine is not None and engine.status.state == "idle":
+            task = asyncio.get_running_loop().create_task(_start_quietly(engine))
+            starting.add(task)
+            task.add_done_callback(starting.discard)
         if inner is None:
             yield None
         else:

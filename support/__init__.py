@@ -1,0 +1,11 @@
+"""What the tests and the benchmarks share, outside the product (``dots3_demo`` never fakes generation).
+
+* :mod:`support.doubles` — the scripted double of vLLM's ``AsyncLLM`` (real ``RequestOutput`` objects)
+  and its recording renderer stand-in;
+* :mod:`support.media_factory` — synthetic video, audio and images (PyAV / PIL / numpy, no downloads);
+* :mod:`support.servers` — real vLLM processes (vLLM's CPU build in its own venv): ``app.py`` with an
+  in-process engine and vLLM's own OpenAI server, on loopback.
+
+Imported from the repository root: pytest puts it on ``sys.path`` (``tests`` is a package), and the
+benchmarks run as modules from there (``python -m benchmarks.soak``).
+"""

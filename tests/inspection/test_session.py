@@ -1,0 +1,228 @@
+"""Inspections side by side: one session's jobs, supersession and cancellation, the worker count."""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import threading
+from dataclasses import dataclass, replace
+
+import pytest
+
+from dots3_demo import vllm_compat
+from dots3_demo.inspection import VideoSettings, inspect_file, interruption_points
+from dots3_demo.inspection import session as session_module
+from dots3_demo.inspection.session import InspectionSession, Job, Superseded, default_workers
+
+
+@dataclass(frozen=True)
+class State:
+    a: int = 0
+    b: int = 0
+
+
+def _set(field: str, value: int, status: str = ""):
+    return lambda state: (replace(state, **{field: value}), status or f"{field}={value}")
+
+
+# ---------------------------------------------------------------- one session's jobs
+def test_two_panels_finishing_together_both_land():
+    """Each result is applied to the latest state, not to the state its job started from."""
+    session = InspectionSession(State())
+    job_a, job_b = session.begin("a"), session.begin("b")  # both start from State(0, 0)
+    assert session.commit(job_a, _set("a", 1)) == (State(1, 0), True)
+    assert session.commit(job_b, _set("b", 2)) == (State(1, 2), True)
+    assert session.state == State(1, 2) and session.version == 2
+    assert session.statuses() == {"a": "a=1", "b": "b=2"} and session.busy() == {}
+
+
+def test_a_new_job_supersedes_the_panels_job_in_flight():
+    session = InspectionSession(State())
+    old = session.begin("a", path="old.mp4", label="old.mp4")
+    new = session.begin("a", path="new.mp4", label="new.mp4")
+    assert old.cancelled and not new.cancelled
+    assert session.busy() == {"a": "new.mp4"} and session.pending_input("a") == (True, "new.mp4")
+    assert session.commit(new, _set("a", 2)) == (State(2, 0), True)
+    assert session.commit(old, _set("a", 1)) is None  # finished later, still never overwrites the newer
+    assert session.state == State(2, 0) and session.statuses() == {"a": "a=2"}
+
+
+def test_announce_cancels_at_once_and_shows_the_panel_busy():
+    session = InspectionSession(State())
+    running = session.begin("a", path="one.mp4", label="one.mp4")
+    session.announce("a", "two.mp4", path="two.mp4")
+    assert running.cancelled and session.commit(running, _set("a", 1)) is None
+    assert session.busy() == {"a": "two.mp4"} and session.pending_input("a") == (True, "two.mp4")
+    job = session.begin("a", path="two.mp4", label="two.mp4")
+    session.commit(job, _set("a", 2))
+    assert session.busy() == {} and session.pending_input("a") == (False, None)
+
+
+def test_a_change_that_leaves_the_state_alone_keeps_the_version():
+    session = InspectionSession(State())
+    job = session.begin("a")
+    assert session.commit(job, lambda state: (state, "⚠ rejected")) == (State(), False)
+    assert session.version == 0 and session.statuses() == {"a": "⚠ rejected"}
+    assert session.update("b", _set("b", 5)) == (State(0, 5), True) and session.panel_version("b") == 1
+
+
+def test_claim_is_true_once_per_newer_version():
+    session = InspectionSession(State())
+    assert session.claim("x", 0) and not session.claim("x", 0)
+    assert session.claim("x", 2) and not session.claim("x", 1)
+
+
+def test_each_browser_session_gets_its_own_copy():
+    """gr.State deep-copies its initial value for every new browser session."""
+    first = InspectionSession(State(1, 1))
+    first.begin("a")
+    second = copy.deepcopy(first)
+    assert second.state is first.state and second.busy() == {} and second._lock is not first._lock
+
+
+def test_superseded_is_not_swallowed_by_except_exception():
+    """vLLM catches Exception around decoding the sound track; a cancellation must get through."""
+    assert not issubclass(Superseded, Exception)
+    with pytest.raises(Superseded):
+        try:
+            Job("a", 1, _cancelled=_set_event()).raise_if_cancelled()
+        except Exception:  # noqa: BLE001 - what vLLM's _decode_audio does
+            pytest.fail("swallowed")
+
+
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
+HERE = (os.path.join(os.path.dirname(__file__), ""),)
+
+
+def _spin() -> int:
+    return 1
+
+
+def test_a_cancelled_job_stops_at_its_next_python_call_on_another_thread():
+    job = Job("a", 1)
+    started, outcome = threading.Event(), {}
+
+    def work():
+        try:
+            with job.interruptible(HERE):
+                started.set()
+                while True:
+                    _spin()
+        except Superseded:
+            outcome["stopped"] = True
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    job.cancel()
+    thread.join(30)
+    assert outcome == {"stopped": True} and not thread.is_alive()
+
+
+def test_a_cancelled_job_never_stops_inside_code_outside_its_places():
+    """Not inside a library that may hold a lock (logging, threading, Gradio): only where it is safe."""
+    job = Job("a", 1)
+    job.cancel()
+    lock = threading.Lock()
+    with pytest.raises(Superseded), job.interruptible(("/nowhere/",)):
+        pass  # cancelled before it began: stopped at the start
+    job = Job("a", 2)
+    with pytest.raises(Superseded), job.interruptible(HERE):
+        job.cancel()
+        with lock:
+            threading.Event().is_set()  # threading's own Python code: left alone
+            copy.copy([1])
+        assert not lock.locked()
+        _spin()  # this file's code: stopped here
+    assert not lock.locked()
+
+
+def test_interruptible_puts_back_the_threads_trace_function():
+    def tracer(frame, event, arg):
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with Job("a", 1).interruptible(HERE):
+            assert sys.gettrace() is not tracer
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(previous)
+
+
+def test_a_video_job_cancelled_inside_vllms_preprocessing_stops_there(profile, clip_with_audio, monkeypatch):
+    """Cancelled while vLLM's own function runs (here: once it has decoded the sound track), the job
+    stops inside that function: the frames are never decoded and the call never returns."""
+    module = vllm_compat.video_module()
+    calls = {"returned": 0, "frames": 0}
+    job = Job("video", 1)
+    real_call, real_audio, real_frames = (module.preprocess_dots3_note_video, module._decode_audio,
+                                          module._decode_frames)
+
+    def call(*args, **kwargs):
+        result = real_call(*args, **kwargs)
+        calls["returned"] += 1
+        return result
+
+    def audio(*args, **kwargs):
+        result = real_audio(*args, **kwargs)
+        job.cancel()  # a newer upload arrives while vLLM's function runs
+        return result
+
+    def frames(*args, **kwargs):
+        calls["frames"] += 1
+        return real_frames(*args, **kwargs)
+
+    monkeypatch.setattr(module, "preprocess_dots3_note_video", call)
+    monkeypatch.setattr(module, "_decode_audio", audio)
+    monkeypatch.setattr(module, "_decode_frames", frames)
+    with pytest.raises(Superseded), job.interruptible(interruption_points()):
+        inspect_file(clip_with_audio, profile, VideoSettings(seq=8192), expected="video")
+    assert calls == {"returned": 0, "frames": 0}
+
+
+# ---------------------------------------------------------------- the worker count
+def test_default_workers_follow_cores_and_memory(monkeypatch):
+    assert 1 <= default_workers() <= session_module.usable_cores()
+    monkeypatch.setattr(session_module, "usable_cores", lambda: 16)
+    monkeypatch.setattr(session_module, "usable_memory", lambda: 64 * 1024**3)
+    assert default_workers() == 16
+    monkeypatch.setattr(session_module, "usable_memory", lambda: 5 * 1024**3)  # 2 GiB per worker
+    assert default_workers() == 2
+    monkeypatch.setattr(session_module, "usable_memory", lambda: 1024**3)
+    assert default_workers() == 1
+    monkeypatch.setattr(session_module, "usable_memory", lambda: None)
+    assert default_workers() == 16
+
+
+def test_a_containers_cpu_quota_bounds_the_cores(monkeypatch):
+    values = {"cpu.max": "250000 100000"}
+    monkeypatch.setattr(session_module, "_cgroup_value", lambda v2, _c, v1: values.get(v2))
+    monkeypatch.setattr(session_module.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert session_module.usable_cores() == 2
+    values["cpu.max"] = "max 100000"
+    assert session_module.usable_cores() == 64
+
+
+def test_pillow_keeps_freed_image_buffers_for_the_workers(monkeypatch):
+    from PIL import Image
+
+    from dots3_demo.inspection import keep_image_blocks
+
+    original = Image.core.get_blocks_max()
+    try:
+        monkeypatch.delenv("PILLOW_BLOCKS_MAX", raising=False)
+        assert keep_image_blocks(2) == 8 == Image.core.get_blocks_max()
+        assert keep_image_blocks(64) == 16 == Image.core.get_blocks_max()  # bounded: at most 16 × 16 MiB
+        Image.core.set_blocks_max(3)
+        monkeypatch.setenv("PILLOW_BLOCKS_MAX", "3")  # the operator chose: left alone
+        assert keep_image_blocks(2) == 0 and Image.core.get_blocks_max() == 3
+    finally:
+        Image.core.set_blocks_max(original)

