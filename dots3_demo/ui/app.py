@@ -210,6 +210,8 @@ async def _relay(engine: ChatEngine | None, replies: Any):
     """
     async with contextlib.aclosing(replies) as stream:
         async for view in stream:
+            if view.session.stale:  # cleared while it streamed: closing the reply aborts its engine request
+                return
             step = layout.ChatStream(chatbot=view.history, session=view.session,
                                      box="" if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
                                      figures=view.figures, engine_status=chat.engine_status_md(engine))
@@ -228,6 +230,7 @@ def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
 
 async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
                   message: str, *controls):
+    session = chat.current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_message(engine, studio, session, message, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -237,6 +240,7 @@ async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioS
 
 async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
                         session: chat.ChatSession, _box: str, *controls):
+    session = chat.current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.regenerate(engine, studio, session, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -246,6 +250,7 @@ async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: S
 
 async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
                          result: str, *controls):
+    session = chat.current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, result=result)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -255,6 +260,7 @@ async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: 
 
 async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
                       session: chat.ChatSession, _box: str, *controls):
+    session = chat.current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, run_examples=True)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -266,14 +272,17 @@ def on_chat_settle(engine: ChatEngine | None, session: chat.ChatSession):
     """After a chat event ends or is stopped: re-show the session and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
-    cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot).
+    cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
+    last to write the session: a Clear that arrived while the reply streamed wins over the reply's last
+    step (``chat.ChatClears``).
     """
     if engine is None:
         return (gr.skip(),) * (len(layout.ChatStream.names()))
-    step = layout.ChatStream(chatbot=list(session.display), session=session, box=gr.skip(),
-                             tool_panel=chat.tool_rows(session), figures=gr.skip(),
+    shown = chat.current_session(session)  # a Clear during the reply wins over the reply's last step
+    step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
+                             tool_panel=chat.tool_rows(shown), figures="" if shown is not session else gr.skip(),
                              engine_status=chat.engine_status_md(engine))
-    return (*step.settled(), gr.Button(interactive=True))
+    return (*step.components(), gr.Button(interactive=True))
 
 
 def on_clear(session: chat.ChatSession):
@@ -481,7 +490,7 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
     for trigger, callback, inputs, outputs, name, visibility in streams:
         event = trigger(**locked).then(partial(callback, engine, pacer), inputs, outputs.components(),
                                        api_name=name, api_visibility=visibility, **chat_common)
-        event.then(partial(on_chat_settle, engine), panel.session, [*outputs.settled(), panel.send],
+        event.then(partial(on_chat_settle, engine), panel.session, [*outputs.components(), panel.send],
                    show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
         events.append(event)
     panel.stop.click(None, None, None, cancels=events, api_visibility="private")

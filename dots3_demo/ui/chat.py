@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -85,6 +86,34 @@ class MediaItem:
     audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
 
 
+class ChatClears:
+    """How many times a browser session's chat was cleared: the one mutable part of its ``ChatSession``,
+    shared by every version of it (``replace`` keeps the reference).
+
+    The page sends Clear (``queue=False``) and the cancel of the streaming chat event as two requests, so a
+    reply can write one more step after Clear wrote the empty session. A session made before the last
+    Clear is ``stale``: its reply stops at its next step (closing it aborts the engine request), and the
+    settle step, the last to write the session, shows the cleared conversation instead of it.
+    """
+
+    def __init__(self) -> None:
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def clear(self) -> int:
+        """Count one more Clear; the new epoch."""
+        with self._lock:
+            self._epoch += 1
+            return self._epoch
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ChatClears:
+        return self  # one per browser session, whoever copies the session holding it
+
+
 @dataclass(frozen=True)
 class ChatSession:
     session_id: str
@@ -95,6 +124,13 @@ class ChatSession:
     # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
     regen_mark: tuple[int, int, int, int] | None = None
     figures: str = ""
+    epoch: int = 0  # the clears.epoch this conversation belongs to
+    clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
+
+    @property
+    def stale(self) -> bool:
+        """Cleared since this version was made (see ``ChatClears``)."""
+        return self.epoch != self.clears.epoch
 
 
 def new_session() -> ChatSession:
@@ -103,7 +139,15 @@ def new_session() -> ChatSession:
 
 
 def clear_session(session: ChatSession) -> ChatSession:
-    return ChatSession(session_id=session.session_id)
+    """The empty conversation after a Clear (a reply still streaming for the old one stops)."""
+    return ChatSession(session_id=session.session_id, epoch=session.clears.clear(), clears=session.clears)
+
+
+def current_session(session: ChatSession) -> ChatSession:
+    """``session``, or the empty conversation of the last Clear when it was cleared since it was made."""
+    if not session.stale:
+        return session
+    return ChatSession(session_id=session.session_id, epoch=session.clears.epoch, clears=session.clears)
 
 
 @dataclass(frozen=True)

@@ -116,10 +116,6 @@ class ChatStream(Record, Generic[T]):
     figures: T
     engine_status: T
 
-    def settled(self) -> list[T]:
-        """The outputs of the step after a chat event (all but the session, which it only reads)."""
-        return [getattr(self, name) for name in self.names() if name != "session"]
-
 
 @dataclass(frozen=True)
 class ChatPanel:

@@ -1,0 +1,80 @@
+"""Clear while a reply streams: the page sends Clear (``queue=False``) and the chat event's cancel as two
+requests, so the reply may step once more after Clear wrote the empty session. The app's own handlers
+(``on_chat``, ``on_clear``, ``on_chat_settle``) must still end on the cleared chat and abort the request."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dots3_demo.ui import chat, handlers, layout
+from dots3_demo.ui.app import on_chat, on_chat_settle, on_clear
+from dots3_demo.ui.pacing import StreamPacer
+from support.doubles import ScriptedAsyncLLM, scripted_engine
+
+CONTROLS = layout.ChatControls.ordered({
+    "system_prompt": "", "tools_json": "", "temperature": 0.8, "top_p": 0.95, "top_k": -1, "max_tokens": 64,
+    "seed": -1, "repetition_penalty": 1.0, "tool_choice": "auto"})
+
+
+def pacer() -> StreamPacer:
+    return StreamPacer(min_interval_s=0.0, max_updates_per_s=float("inf"))  # every step shown
+
+
+def _named(outputs) -> dict:
+    return dict(zip(layout.ChatStream.names(), outputs, strict=True))
+
+
+def test_a_reply_cleared_mid_stream_stops_aborts_and_settles_on_the_empty_chat():
+    async def main():
+        double = ScriptedAsyncLLM(["one", " two", " three", " four"], hold_at=2)
+        engine = scripted_engine(double)
+        studio = handlers.initial_state(32768)
+        session = chat.new_session()
+        steps = on_chat(engine, pacer(), studio, session, "Tell me a story.", *CONTROLS)
+        seen = []
+
+        async def stream():
+            async for outputs in steps:
+                seen.append(_named(outputs))
+
+        task = asyncio.create_task(stream())
+        await double.reached_hold.wait()  # the reply held in the engine after " two"
+
+        async def shown_two():
+            while not seen or "one two" not in str(seen[-1]["session"].display):
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(shown_two(), 10)
+        last = seen[-1]["session"]
+        chatbot, cleared, panel, figures = on_clear(last)  # Clear arrives before the cancel does
+        assert (chatbot, panel, figures, cleared.display) == ([], [], "", ())
+        before = len(seen)
+        double.released.set()  # the engine sends " three": the reply must not show it
+        await asyncio.wait_for(task, 10)
+        assert len(seen) == before, [s["chatbot"] for s in seen[before:]]
+        (_, _, request_id), = double.generated
+        assert double.aborted == [request_id]  # closing the stale reply let the engine request go
+        # settle runs last with the session the event wrote last (the old conversation)
+        settled = dict(zip([*layout.ChatStream.names(), "send"],
+                           on_chat_settle(engine, last), strict=True))
+        assert settled["chatbot"] == [] and settled["tool_panel"] == [] and settled["figures"] == ""
+        assert settled["session"].display == () and not settled["session"].stale
+        # the next message starts from the cleared chat
+        again = on_chat(engine, pacer(), studio, settled["session"], "Hi.", *CONTROLS)
+        outputs = [_named(o) async for o in again]
+        said = str(outputs[-1]["chatbot"])
+        assert "Hi." in said and "Tell me a story." not in said
+
+    asyncio.run(main())
+
+
+def test_settle_keeps_a_conversation_that_was_not_cleared():
+    engine = scripted_engine(ScriptedAsyncLLM(["x"]))
+    session = chat.new_session()
+    kept = chat.ChatSession(session_id=session.session_id, display=({"role": "user", "content": "hi"},),
+                            clears=session.clears)
+    names = [*layout.ChatStream.names(), "send"]
+    settled = dict(zip(names, on_chat_settle(engine, kept), strict=True))
+    assert settled["session"] is kept and settled["chatbot"] == [{"role": "user", "content": "hi"}]
+    chat.clear_session(kept)
+    assert kept.stale and chat.current_session(kept).display == ()
