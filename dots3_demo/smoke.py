@@ -335,7 +335,7 @@ def lifecycle_problems(turn: SmokeTurn, final: TurnDelta | None) -> tuple[str, .
 
 def media_item(kind: str, path: Path, report: Any) -> Any:
     """The chat's ``MediaItem`` for an inspected file (the numbers the chat compares against)."""
-    from dots3_demo.ui.chat import MediaItem
+    from dots3_demo.ui.state import MediaItem
 
     if kind == "video":
         return MediaItem("video", str(path), tokens=report.prompt_tokens, frame_tokens=report.image_pad_tokens,

@@ -30,8 +30,9 @@ from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 from dots3_demo.ui import chat, examples, handlers, layout, style, views
-from dots3_demo.ui.handlers import Inspections, StudioState
+from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
 
 TITLE = "Dots3 NOTE Studio"
 GALLERY_JPEG_QUALITY = 90
@@ -228,9 +229,9 @@ def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
     return replace(chat.settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
 
 
-async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
+async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
                   message: str, *controls):
-    session = chat.current_session(session)  # cleared since it was written: the empty chat
+    session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_message(engine, studio, session, message, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -239,8 +240,8 @@ async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioS
 
 
 async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
-                        session: chat.ChatSession, _box: str, *controls):
-    session = chat.current_session(session)  # cleared since it was written: the empty chat
+                        session: ChatSession, _box: str, *controls):
+    session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.regenerate(engine, studio, session, settings)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -248,9 +249,9 @@ async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: S
             yield outputs
 
 
-async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: chat.ChatSession,
+async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
                          result: str, *controls):
-    session = chat.current_session(session)  # cleared since it was written: the empty chat
+    session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, result=result)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -259,8 +260,8 @@ async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: 
 
 
 async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
-                      session: chat.ChatSession, _box: str, *controls):
-    session = chat.current_session(session)  # cleared since it was written: the empty chat
+                      session: ChatSession, _box: str, *controls):
+    session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, run_examples=True)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
@@ -268,25 +269,25 @@ async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: Stu
             yield outputs
 
 
-def on_chat_settle(engine: ChatEngine | None, session: chat.ChatSession):
+def on_chat_settle(engine: ChatEngine | None, session: ChatSession):
     """After a chat event ends or is stopped: re-show the session and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
     cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
     last to write the session: a Clear that arrived while the reply streamed wins over the reply's last
-    step (``chat.ChatClears``).
+    step (``state.ChatClears``).
     """
     if engine is None:
         return (gr.skip(),) * (len(layout.ChatStream.names()))
-    shown = chat.current_session(session)  # a Clear during the reply wins over the reply's last step
+    shown = current_session(session)  # a Clear during the reply wins over the reply's last step
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
                              tool_panel=chat.tool_rows(shown), figures="" if shown is not session else gr.skip(),
                              engine_status=chat.engine_status_md(engine))
     return (*step.components(), gr.Button(interactive=True))
 
 
-def on_clear(session: chat.ChatSession):
-    fresh = chat.clear_session(session)
+def on_clear(session: ChatSession):
+    fresh = clear_session(session)
     return [], fresh, [], ""
 
 
@@ -337,7 +338,7 @@ def build_interface(profile: Profile, engine: ChatEngine | None = None, *, seq: 
     ``inspect_workers`` uploads are inspected at once, across every visitor (default: one per core,
     bounded by memory: ``dots3_demo.inspection.session.default_workers``)."""
     seq = int(seq)
-    state0 = handlers.initial_state(seq)
+    state0 = initial_state(seq)
     initial = handlers.all_views(profile, state0)
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         page = _Page(state=gr.State(state0), header=gr.HTML(header_view(profile, engine), elem_id="d3-header",

@@ -26,9 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
-import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -50,8 +48,9 @@ from dots3_demo.engine.protocol import (
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
 from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import views
-from dots3_demo.ui.handlers import StudioState, control_number
+from dots3_demo.ui.handlers import ENGINE_HELP, control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
+from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
 
 logger = logging.getLogger(__name__)
 
@@ -72,82 +71,6 @@ EXAMPLE_CHOICES = {
 MARKERS_PER_ITEM = {"image": 2, "audio": 2}
 
 STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
-
-
-# ---------------------------------------------------------------- state
-@dataclass(frozen=True)
-class MediaItem:
-    """One upload attached to a user turn, with the inspector's token counts for it."""
-
-    kind: str  # "image" | "audio" | "video"
-    path: str
-    tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
-    frame_tokens: int = 0  # video only: image pads
-    audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
-
-
-class ChatClears:
-    """How many times a browser session's chat was cleared: the one mutable part of its ``ChatSession``,
-    shared by every version of it (``replace`` keeps the reference).
-
-    The page sends Clear (``queue=False``) and the cancel of the streaming chat event as two requests, so a
-    reply can write one more step after Clear wrote the empty session. A session made before the last
-    Clear is ``stale``: its reply stops at its next step (closing it aborts the engine request), and the
-    settle step, the last to write the session, shows the cleared conversation instead of it.
-    """
-
-    def __init__(self) -> None:
-        self._epoch = 0
-        self._lock = threading.Lock()
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    def clear(self) -> int:
-        """Count one more Clear; the new epoch."""
-        with self._lock:
-            self._epoch += 1
-            return self._epoch
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> ChatClears:
-        return self  # one per browser session, whoever copies the session holding it
-
-
-@dataclass(frozen=True)
-class ChatSession:
-    session_id: str
-    messages: tuple[dict[str, Any], ...] = ()
-    display: tuple[dict[str, Any], ...] = ()
-    media: tuple[MediaItem, ...] = ()
-    tools: tuple[ToolCall, ...] = ()  # every call of the conversation, as the tool panel shows them
-    # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
-    regen_mark: tuple[int, int, int, int] | None = None
-    figures: str = ""
-    epoch: int = 0  # the clears.epoch this conversation belongs to
-    clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
-
-    @property
-    def stale(self) -> bool:
-        """Cleared since this version was made (see ``ChatClears``)."""
-        return self.epoch != self.clears.epoch
-
-
-def new_session() -> ChatSession:
-    """A fresh session (``gr.State(new_session)`` calls this once per browser session)."""
-    return ChatSession(session_id=uuid.uuid4().hex[:12])
-
-
-def clear_session(session: ChatSession) -> ChatSession:
-    """The empty conversation after a Clear (a reply still streaming for the old one stops)."""
-    return ChatSession(session_id=session.session_id, epoch=session.clears.clear(), clears=session.clears)
-
-
-def current_session(session: ChatSession) -> ChatSession:
-    """``session``, or the empty conversation of the last Clear when it was cleared since it was made."""
-    if not session.stale:
-        return session
-    return ChatSession(session_id=session.session_id, epoch=session.clears.epoch, clears=session.clears)
 
 
 @dataclass(frozen=True)
@@ -493,8 +416,6 @@ async def send_message(engine: ChatEngine | None, studio: StudioState, session: 
     """Send ``message`` with the panel media not yet in the conversation, stream the reply."""
     text = (message or "").strip()
     if engine is None:
-        from dots3_demo.ui.handlers import ENGINE_HELP
-
         echoed = ({"role": "user", "content": text},) if text else ()
         yield ChatView(replace(session, display=session.display + echoed + ({"role": "assistant",
                                                                               "content": ENGINE_HELP},)),

@@ -28,13 +28,13 @@ import numpy as np
 from dots3_demo import ffmpeg
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import InspectionError, figures, inspect_file, interruption_points
-from dots3_demo.inspection.audio import AudioReport
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Superseded
-from dots3_demo.inspection.video import K_MODES, VideoReport, VideoSettings
+from dots3_demo.inspection.video import K_MODES, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import views
+from dots3_demo.ui.state import StudioState
 
 # Every output an event may update, in the order ``build_interface`` wires them.
 VIEW_KEYS: tuple[str, ...] = (
@@ -81,29 +81,12 @@ MAX_NEW_TOKENS_MAX = 32768
 ProgressFn = Callable[[float, str], None]
 
 
-@dataclass(frozen=True)
-class StudioState:
-    """One browser session's uploads and their reports (kept in ``gr.State``)."""
-
-    settings: VideoSettings = field(default_factory=VideoSettings)
-    video_path: str | None = None
-    video: VideoReport | None = None
-    images: tuple[tuple[str, ImageReport], ...] = ()
-    audio_path: str | None = None
-    audio: AudioReport | None = None
-    audio_source: str = ""
-
-
 @dataclass
 class Outcome:
     state: StudioState
     status: str
     error: str | None = None
     views: dict[str, Any] = field(default_factory=dict)
-
-
-def initial_state(seq: int) -> StudioState:
-    return StudioState(settings=VideoSettings(seq=int(seq)))
 
 
 def engine_status(engine: ChatEngine | None) -> str:

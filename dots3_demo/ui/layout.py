@@ -25,6 +25,7 @@ from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.video import K_MODES
 from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import chat, handlers, views
+from dots3_demo.ui.state import new_session
 
 T = TypeVar("T")
 
@@ -230,7 +231,7 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML) -
 def render_chat(engine: ChatEngine | None, *, chat_on: bool, engine_status: str, watch_engine: bool,
                 max_tokens: int) -> tuple[ChatPanel, ChatControls, ToolsPanel]:
     """The chat accordion's body: the conversation (left) and what a turn is sent with (right)."""
-    session = gr.State(chat.new_session)
+    session = gr.State(new_session)
     status = gr.Markdown(engine_status, elem_id="engine-status")
     timer = gr.Timer(1.0, active=watch_engine)
     with gr.Row(equal_height=False):

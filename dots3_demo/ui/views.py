@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dots3_demo.inspection.figures import COLORS
+from dots3_demo.ui.state import StudioState
 
 if TYPE_CHECKING:
     from dots3_demo.inspection.audio import AudioReport
     from dots3_demo.inspection.image import ImageReport
     from dots3_demo.inspection.video import FrameInfo, VideoReport
     from dots3_demo.profiles import Profile
-    from dots3_demo.ui.handlers import StudioState
 
 APPROX = "≈"
 PREVIEW_BADGE = "preview: numbers marked ≈ depend on assumptions (text-token counts, pixel limits)"

@@ -48,10 +48,11 @@ def ui() -> dict:
     from dots3_demo.ui import handlers
     from dots3_demo.ui.app import build_interface
     from dots3_demo.ui.examples import EXAMPLES_DIR, studio_examples
+    from dots3_demo.ui.state import initial_state
 
     example = next(e for e in studio_examples() if e.label == "Video + sound track")
     profile = load_profile()
-    state = handlers.initial_state(32768)
+    state = initial_state(32768)
     outcome = handlers.load_video(profile, state, str(EXAMPLES_DIR / example.video), state.settings)
     demo = build_interface(profile, seq=32768)
     header = next(b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) == "d3-header")

@@ -10,15 +10,16 @@ from dots3_demo.profiles import DEFAULT_MM_LIMITS
 from dots3_demo.tools import parse_tools_json
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.examples import EXAMPLES_DIR, StudioExample, example_row, studio_examples
+from dots3_demo.ui.state import StudioState, initial_state
 
 SEQ = 32768
 VIEW_TABS = {"frames", "budget", "interleave", "images", "mel"}
 
 
-def _load(profile, example: StudioExample, state: handlers.StudioState | None = None) -> handlers.StudioState:
+def _load(profile, example: StudioExample, state: StudioState | None = None) -> StudioState:
     """What the panels' ``.change`` events do after a click: set or clear each panel, in turn."""
     video, images, audio, _prompt, _tools = example_row(example)
-    state = state or handlers.initial_state(SEQ)
+    state = state or initial_state(SEQ)
     for outcome in (
         lambda s: handlers.load_video(profile, s, video, s.settings),
         lambda s: handlers.load_images(profile, s, images),

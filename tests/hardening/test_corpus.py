@@ -32,6 +32,7 @@ from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.handlers import Outcome, StudioState
+from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from tests.hardening import corpus
 
 SEQ = 32768
@@ -59,7 +60,7 @@ def _ok(outcome: Outcome) -> StudioState:
 @pytest.fixture(scope="module")
 def studios(profile, media, tmp_path_factory: pytest.TempPathFactory) -> dict[str, StudioState]:
     """Studio states the cases start from, each built by the real handlers."""
-    empty = handlers.initial_state(SEQ)
+    empty = initial_state(SEQ)
     video = _ok(handlers.load_video(profile, empty, str(media["clip.mp4"]), empty.settings))
     full = _ok(handlers.load_audio(profile, _ok(handlers.load_images(profile, video, [str(media["photo.png"])])),
                                    str(media["tone.wav"])))
@@ -105,7 +106,7 @@ async def _final(views: AsyncIterator[chat.ChatView]) -> chat.ChatView:
     return collected[-1]
 
 
-def _assistant_texts(session: chat.ChatSession) -> list[str]:
+def _assistant_texts(session: ChatSession) -> list[str]:
     return [m["content"] for m in session.messages if m["role"] == "assistant"]
 
 
@@ -113,7 +114,7 @@ async def alongside_other_session(world: World, action: Callable[[], Awaitable[T
     """Run session A's ``action`` while session B (an image attached) sends a message on the same
     engine; check B's answer and history, and that the engine holds no open request afterwards."""
     studio_b = world.studios["image"]
-    before = (await _final(chat.send_message(world.engine, studio_b, chat.new_session(), OTHER_FIRST,
+    before = (await _final(chat.send_message(world.engine, studio_b, new_session(), OTHER_FIRST,
                                              SETTINGS))).session
     result, views_b = await asyncio.gather(
         action(), _collect(chat.send_message(world.engine, studio_b, before, OTHER_SECOND, SETTINGS)))
@@ -355,9 +356,9 @@ def test_tools_json(case: ToolsCase, media, studios, profile):
     assert status.startswith("⚠")
     corpus.assert_clear(status, case.mentions)
 
-    async def main() -> tuple[chat.ChatSession, chat.ChatView]:
+    async def main() -> tuple[ChatSession, chat.ChatView]:
         world = World(media, studios, profile)
-        before = (await _final(chat.send_message(world.engine, studios["plain"], chat.new_session(), "hello",
+        before = (await _final(chat.send_message(world.engine, studios["plain"], new_session(), "hello",
                                                  SETTINGS))).session
         settings = replace(SETTINGS, tools_json=case.text)
         final = await alongside_other_session(world, lambda: _final(chat.send_message(
@@ -381,19 +382,19 @@ class ChatCase:
     id: str
     verdict: str  # "refused" | "answered" | "failed" (the engine broke after some text)
     mentions: tuple[str, ...]
-    act: Callable[[World, chat.ChatSession], AsyncIterator[chat.ChatView]]
+    act: Callable[[World, ChatSession], AsyncIterator[chat.ChatView]]
     setup: tuple[str, ...] = ("hello",)  # user messages that build A's history first
     setup_studio: str = "plain"
     tolerate: tuple[str, ...] = ()  # markers accepted in this message (see the case)
 
 
 def _send(text: str, studio: str = "plain", **settings: Any):
-    def act(world: World, session: chat.ChatSession) -> AsyncIterator[chat.ChatView]:
+    def act(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
         return chat.send_message(world.engine, world.studios[studio], session, text, replace(SETTINGS, **settings))
     return act
 
 
-def _send_broken_engine(world: World, session: chat.ChatSession) -> AsyncIterator[chat.ChatView]:
+def _send_broken_engine(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
     def no_gpu(args: Any) -> Any:
         raise RuntimeError("CUDA out of memory while loading the weights")
 
@@ -402,13 +403,13 @@ def _send_broken_engine(world: World, session: chat.ChatSession) -> AsyncIterato
 
 
 def _tool_result(result: str | None, run_examples: bool = False):
-    def act(world: World, session: chat.ChatSession) -> AsyncIterator[chat.ChatView]:
+    def act(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
         return chat.send_tool_results(world.engine, world.studios["plain"], session, SETTINGS, result=result,
                                       run_examples=run_examples)
     return act
 
 
-def _regenerate(world: World, session: chat.ChatSession) -> AsyncIterator[chat.ChatView]:
+def _regenerate(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
     return chat.regenerate(world.engine, world.studios["plain"], session, SETTINGS)
 
 
@@ -417,7 +418,7 @@ def _with_controls(**changes: Any):
     controls = dict(system_prompt="", tools_json="", temperature=0.7, top_p=0.95, top_k=-1, max_tokens=256,
                     seed=-1, repetition_penalty=1.0)
 
-    def act(world: World, session: chat.ChatSession) -> AsyncIterator[chat.ChatView]:
+    def act(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
         settings = chat.settings_from_controls(**{**controls, **changes}, min_interval_s=0.0)
         return chat.send_message(world.engine, world.studios["plain"], session, "hello", settings)
     return act
@@ -462,13 +463,13 @@ CHAT_CASES = [
 ]
 
 
-def _message_of(before: chat.ChatSession, final: chat.ChatView) -> str:
+def _message_of(before: ChatSession, final: chat.ChatView) -> str:
     """What the user reads: the figures line and any bubble the event added after the history."""
     added = [str(m["content"]) for m in final.session.display[len(before.display):] if m["role"] == "assistant"]
     return "\n".join([final.figures, *added[-1:]])
 
 
-def _assert_refused(before: chat.ChatSession, final: chat.ChatView, mentions: tuple[str, ...],
+def _assert_refused(before: ChatSession, final: chat.ChatView, mentions: tuple[str, ...],
                     tolerate: tuple[str, ...] = ()) -> None:
     assert final.done
     message = _message_of(before, final)
@@ -485,9 +486,9 @@ def _assert_refused(before: chat.ChatSession, final: chat.ChatView, mentions: tu
 
 @pytest.mark.parametrize("case", _numbered(CHAT_CASES, 1 + len(FILE_CASES) + len(SETTINGS_CASES) + len(TOOLS_CASES)))
 def test_chat(case: ChatCase, media, studios, profile):
-    async def main() -> tuple[chat.ChatSession, chat.ChatView, World]:
+    async def main() -> tuple[ChatSession, chat.ChatView, World]:
         world = World(media, studios, profile)
-        before = chat.new_session()
+        before = new_session()
         for text in case.setup:
             before = (await _final(chat.send_message(world.engine, studios[case.setup_studio], before, text,
                                                      SETTINGS))).session

@@ -33,6 +33,7 @@ from dots3_demo.inspection.limits import (
 )
 from dots3_demo.inspection.probe import MediaProbe
 from dots3_demo.ui import chat, handlers
+from dots3_demo.ui.state import StudioState, initial_state
 from support import media_factory
 from tests.inspection.conftest import run_cli
 
@@ -219,9 +220,9 @@ def test_the_inspect_command_applies_no_upload_limits(files):
 
 # ---------------------------------------------------------------- the UI's handlers keep the session
 @pytest.fixture(scope="module")
-def session(profile, files) -> handlers.StudioState:
+def session(profile, files) -> StudioState:
     """A session holding a video, an image and an audio clip (all within the limits)."""
-    state = handlers.initial_state(8192)
+    state = initial_state(8192)
     state = handlers.load_video(profile, state, str(files["short.mp4"]), state.settings, limits=DEFAULT).state
     state = handlers.load_images(profile, state, [str(files["photo.png"])], limits=DEFAULT).state
     state = handlers.load_audio(profile, state, str(files["tone.wav"]), limits=DEFAULT).state
@@ -229,7 +230,7 @@ def session(profile, files) -> handlers.StudioState:
     return state
 
 
-def _assert_refused_and_kept(outcome: handlers.Outcome, before: handlers.StudioState, flag: str, name: str) -> None:
+def _assert_refused_and_kept(outcome: handlers.Outcome, before: StudioState, flag: str, name: str) -> None:
     assert outcome.state is before  # the whole session (reports and paths) as it was
     assert outcome.error and flag in outcome.error and name in outcome.error
     assert outcome.status.startswith("⚠") and flag in outcome.status
@@ -315,7 +316,7 @@ def test_build_interface_binds_the_limits(profile, files):
         assert fn.fn.keywords["limits"] is limits, name
     assert launch_options(limits)["max_file_size"] == 64 * 1024**2
     video = next(f for f in demo.fns.values() if f.api_name == "inspect_video")
-    state = handlers.initial_state(8192)
+    state = initial_state(8192)
     result = video.fn(handlers.new_inspections(state), str(files["short.mp4"]), 8192, True, 0, 0, 1.0,
                       "eval_ek")  # 2 s > 1 s
     assert result[0] is state and "--max-video-seconds" in result[1]

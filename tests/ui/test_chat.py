@@ -12,8 +12,9 @@ import pytest
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolCall
-from dots3_demo.ui import build_interface, chat, handlers
+from dots3_demo.ui import build_interface, chat
 from dots3_demo.ui.app import chat_concurrency, queue_size
+from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_clip, make_png
 
@@ -53,7 +54,7 @@ def _answer(view: chat.ChatView) -> str:
 
 @pytest.fixture
 def studio():
-    return handlers.initial_state(SEQ)
+    return initial_state(SEQ)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def png(tmp_path_factory):
 
 def test_text_streams_progressively(studio):
     double = ScriptedAsyncLLM(["Hel", "lo", " wor", "ld", "!"], delay_s=0.005)
-    views = _run(chat.send_message(_engine(double), studio, chat.new_session(), "hi", _settings()))
+    views = _run(chat.send_message(_engine(double), studio, new_session(), "hi", _settings()))
     answers = [_answer(v) for v in views if _answer(v)]
     assert answers[-1] == "Hello world!"
     assert len(answers) >= 5 and all(b.startswith(a) for a, b in zip(answers, answers[1:], strict=False))
@@ -77,7 +78,7 @@ def test_text_streams_progressively(studio):
 
 def test_coalescing_limits_updates(studio):
     double = ScriptedAsyncLLM([f"w{i} " for i in range(200)])
-    views = _run(chat.send_message(_engine(double), studio, chat.new_session(), "hi",
+    views = _run(chat.send_message(_engine(double), studio, new_session(), "hi",
                                    _settings(min_interval_s=10.0)))
     assert len(views) <= 4  # sending…, first text, final (nothing lost)
     assert _answer(views[-1]) == "".join(f"w{i} " for i in range(200))
@@ -86,7 +87,7 @@ def test_coalescing_limits_updates(studio):
 def test_tool_call_in_panel_while_text_streams(studio):
     double = ScriptedAsyncLLM(TOOL_SCRIPT, delay_s=0.002)
     settings = _settings(tools_json=json.dumps(EXAMPLE_TOOLS))
-    views = _run(chat.send_message(_engine(double), studio, chat.new_session(), "weather in Paris?", settings))
+    views = _run(chat.send_message(_engine(double), studio, new_session(), "weather in Paris?", settings))
     writing = [v for v in views if any(r[2].startswith("writing") for r in v.tool_rows)]
     assert writing and any(m.get("metadata", {}).get("status") == "pending" for m in writing[0].session.display)
     mid = [v for v in views if not v.done and any(r[0] == "get_weather" for r in v.tool_rows)]
@@ -110,7 +111,7 @@ def test_stop_cancels_and_aborts(studio):
         seen = []
 
         async def consume():
-            async for view in chat.send_message(_engine(double), studio, chat.new_session(), "hi", _settings()):
+            async for view in chat.send_message(_engine(double), studio, new_session(), "hi", _settings()):
                 seen.append(view)
 
         task = asyncio.create_task(consume())
@@ -128,7 +129,7 @@ def test_stop_cancels_and_aborts(studio):
 def test_closed_tab_aborts_at_a_yield(studio):
     async def main():
         double = ScriptedAsyncLLM(["a", "b", "c", "d"])
-        agen = chat.send_message(_engine(double), studio, chat.new_session(), "hi", _settings())
+        agen = chat.send_message(_engine(double), studio, new_session(), "hi", _settings())
         async for view in agen:
             if _answer(view) == "a":
                 break
@@ -142,7 +143,7 @@ def test_closed_tab_aborts_at_a_yield(studio):
 def test_video_with_image_is_refused_before_sending(studio, profile, png, tmp_path):
     double = ScriptedAsyncLLM(["Sure."])
     engine = _engine(double)
-    first = _run(chat.send_message(engine, studio, chat.new_session(), "hello", _settings()))[-1].session
+    first = _run(chat.send_message(engine, studio, new_session(), "hello", _settings()))[-1].session
     clip = make_clip(tmp_path / "v.mp4", seconds=1, audio=False)
     mixed = replace(studio, video_path=str(clip),
                     images=((str(png), inspect_file(str(png), profile, expected="image")),))
@@ -165,7 +166,7 @@ def test_tool_result_round_trip(studio):
     double = ScriptedAsyncLLM(script)
     engine = _engine(double)
     settings = _settings(tools_json=json.dumps(EXAMPLE_TOOLS))
-    called = _run(chat.send_message(engine, studio, chat.new_session(), "weather in Paris?", settings))[-1]
+    called = _run(chat.send_message(engine, studio, new_session(), "weather in Paris?", settings))[-1]
     (call,) = chat.pending_calls(called.session)
     views = _run(chat.send_tool_results(engine, studio, called.session, settings, run_examples=True))
     final = views[-1]
@@ -194,7 +195,7 @@ def test_media_multi_turn_budget_and_system_prompt(studio, profile, png):
     with_image = replace(studio, images=((str(png), report),),
                          settings=replace(studio.settings, seq=8192, output_reserve=512, audio_cap=0.5, k_mode="whole"))
     settings = _settings(system_prompt="Be brief.", sampling=replace(chat.ChatSettings().sampling, max_tokens=300))
-    one = _run(chat.send_message(engine, with_image, chat.new_session(), "what is this?", settings))[-1]
+    one = _run(chat.send_message(engine, with_image, new_session(), "what is this?", settings))[-1]
     shown_user = [m for m in one.session.display if m["role"] == "user"]
     assert shown_user[0]["content"]["path"] == str(png) and shown_user[1]["content"] == "what is this?"
     two = _run(chat.send_message(engine, with_image, one.session, "and its colours?", settings))[-1]
@@ -209,7 +210,7 @@ def test_media_multi_turn_budget_and_system_prompt(studio, profile, png):
 
 def test_reasoning_bubble_pending_then_done(studio):
     double = ScriptedAsyncLLM(["<think>Let me", " think.</think>", "Four."])
-    views = _run(chat.send_message(_engine(double), studio, chat.new_session(), "2+2?", _settings()))
+    views = _run(chat.send_message(_engine(double), studio, new_session(), "2+2?", _settings()))
     statuses = [m["metadata"]["status"] for v in views for m in v.session.display
                 if m.get("metadata", {}).get("title") == "Thinking"]
     assert statuses[0] == "pending" and statuses[-1] == "done"
@@ -220,7 +221,7 @@ def test_reasoning_bubble_pending_then_done(studio):
 def test_regenerate_reruns_last_user_turn(studio):
     double = ScriptedAsyncLLM(["first"])
     engine = _engine(double)
-    one = _run(chat.send_message(engine, studio, chat.new_session(), "hi", _settings()))[-1]
+    one = _run(chat.send_message(engine, studio, new_session(), "hi", _settings()))[-1]
     double.script = ["second"]
     two = _run(chat.regenerate(engine, studio, one.session, _settings()))[-1]
     assert [m["content"] for m in two.session.display] == ["hi", "second"]
@@ -229,7 +230,7 @@ def test_regenerate_reruns_last_user_turn(studio):
 
 def test_bad_tools_and_failed_engine_are_notices(studio):
     double = ScriptedAsyncLLM(["x"])
-    bad = _run(chat.send_message(_engine(double), studio, chat.new_session(), "hi", _settings(tools_json="[{")))[-1]
+    bad = _run(chat.send_message(_engine(double), studio, new_session(), "hi", _settings(tools_json="[{")))[-1]
     assert "tools JSON is not usable" in bad.session.display[-1]["content"] and double.generated == []
     assert bad.session.messages == ()
 
@@ -237,7 +238,7 @@ def test_bad_tools_and_failed_engine_are_notices(studio):
         raise RuntimeError("no GPU here")
 
     broken = InProcessEngine(_Args(), engine_factory=boom)
-    failed = _run(chat.send_message(broken, studio, chat.new_session(), "hi", _settings()))[-1]
+    failed = _run(chat.send_message(broken, studio, new_session(), "hi", _settings()))[-1]
     assert "no GPU here" in failed.session.display[-1]["content"]
     assert "engine failed" in chat.engine_status_md(broken)
 
@@ -245,7 +246,7 @@ def test_bad_tools_and_failed_engine_are_notices(studio):
 def test_engine_status_line(studio):
     engine = _engine(ScriptedAsyncLLM(["x"]))
     assert chat.engine_status_md(engine).startswith("○ **engine idle**")
-    _run(chat.send_message(engine, studio, chat.new_session(), "hi", _settings()))
+    _run(chat.send_message(engine, studio, new_session(), "hi", _settings()))
     assert chat.engine_status_md(engine).startswith("● **engine ready**")
     assert "up to 4 concurrent" in chat.engine_status_md(engine)
 
@@ -258,7 +259,7 @@ def test_prompt_tokens_match_the_inspector_real_renderer(studio, profile, png):
     double.renderer = build_preview_renderer({"image": 8, "audio": 4, "video": 1})
     report = inspect_file(str(png), profile, expected="image")
     with_image = replace(studio, images=((str(png), report),))
-    final = _run(chat.send_message(_engine(double), with_image, chat.new_session(), "what is this?", _settings()))[-1]
+    final = _run(chat.send_message(_engine(double), with_image, new_session(), "what is this?", _settings()))[-1]
     prompt = double.generated[0][0]
     assert final.done and f"image {report.tokens + 2:,}" in final.figures
     expected = (f"engine: image {report.tokens + 2:,} · inspector: {report.tokens + 2:,} "
@@ -284,11 +285,11 @@ def test_chat_wiring(profile):
     assert by_id["chat-send"].interactive is True
     # One gr.State holds the chat session, built per browser session by the factory (never one shared
     # ChatSession), and every chat event both reads and writes it.
-    sessions = [b for b in demo.blocks.values() if isinstance(b, gr.State) and b.value is chat.new_session]
+    sessions = [b for b in demo.blocks.values() if isinstance(b, gr.State) and b.value is new_session]
     assert len(sessions) == 1
     session_state = sessions[0]
     first, second = session_state.value(), session_state.value()
-    assert isinstance(first, chat.ChatSession) and first.session_id != second.session_id
+    assert isinstance(first, ChatSession) and first.session_id != second.session_id
     for name in ("chat", "regenerate", "tool_result", "run_example_tool"):
         assert session_state in fns[name].inputs and session_state in fns[name].outputs, name
 
@@ -297,7 +298,7 @@ def test_views_postprocess_through_chatbot(studio, png, profile):
     """Every history the chat yields is valid Gradio 6 Chatbot data (files, metadata bubbles)."""
     double = ScriptedAsyncLLM(["<think>hm</think>", *TOOL_SCRIPT])
     with_image = replace(studio, images=((str(png), inspect_file(str(png), profile, expected="image")),))
-    views = _run(chat.send_message(_engine(double), with_image, chat.new_session(), "weather?",
+    views = _run(chat.send_message(_engine(double), with_image, new_session(), "weather?",
                                    _settings(tools_json=json.dumps(EXAMPLE_TOOLS))))
     bot = gr.Chatbot()
     panel = gr.Dataframe(headers=chat.TOOL_PANEL_COLUMNS)

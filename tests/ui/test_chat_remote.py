@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from dots3_demo.engine.remote import RemoteEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
-from dots3_demo.ui import chat, handlers
+from dots3_demo.ui import chat
+from dots3_demo.ui.state import initial_state, new_session
 from tests.engine.test_remote import Server, _chunk, _serve
 
 SEQ = 32768
@@ -57,8 +58,8 @@ def test_remote_tool_call_round_trip_through_the_chat():
         try:
             engine = RemoteEngine(url)
             settings = _settings(tools_json=json.dumps(EXAMPLE_TOOLS))
-            studio = handlers.initial_state(SEQ)
-            first = await _collect(chat.send_message(engine, studio, chat.new_session(), "weather in Oslo?",
+            studio = initial_state(SEQ)
+            first = await _collect(chat.send_message(engine, studio, new_session(), "weather in Oslo?",
                                                      settings))
             called = first[-1]
             second = await _collect(chat.send_tool_results(engine, studio, called.session, settings,
@@ -91,7 +92,7 @@ def test_stopping_a_remote_reply_closes_the_stream_and_keeps_the_session():
         runner, url = await _serve(server)
         try:
             engine = RemoteEngine(url)
-            agen = chat.send_message(engine, handlers.initial_state(SEQ), chat.new_session(), "go", _settings())
+            agen = chat.send_message(engine, initial_state(SEQ), new_session(), "go", _settings())
             seen = []
             async for view in agen:
                 seen.append(view)

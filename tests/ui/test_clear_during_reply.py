@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from dots3_demo.ui import chat, handlers, layout
+from dots3_demo.ui import layout
 from dots3_demo.ui.app import on_chat, on_chat_settle, on_clear
 from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.state import ChatSession, clear_session, current_session, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 CONTROLS = layout.ChatControls.ordered({
@@ -28,8 +29,8 @@ def test_a_reply_cleared_mid_stream_stops_aborts_and_settles_on_the_empty_chat()
     async def main():
         double = ScriptedAsyncLLM(["one", " two", " three", " four"], hold_at=2)
         engine = scripted_engine(double)
-        studio = handlers.initial_state(32768)
-        session = chat.new_session()
+        studio = initial_state(32768)
+        session = new_session()
         steps = on_chat(engine, pacer(), studio, session, "Tell me a story.", *CONTROLS)
         seen = []
 
@@ -70,11 +71,11 @@ def test_a_reply_cleared_mid_stream_stops_aborts_and_settles_on_the_empty_chat()
 
 def test_settle_keeps_a_conversation_that_was_not_cleared():
     engine = scripted_engine(ScriptedAsyncLLM(["x"]))
-    session = chat.new_session()
-    kept = chat.ChatSession(session_id=session.session_id, display=({"role": "user", "content": "hi"},),
-                            clears=session.clears)
+    session = new_session()
+    kept = ChatSession(session_id=session.session_id, display=({"role": "user", "content": "hi"},),
+                       clears=session.clears)
     names = [*layout.ChatStream.names(), "send"]
     settled = dict(zip(names, on_chat_settle(engine, kept), strict=True))
     assert settled["session"] is kept and settled["chatbot"] == [{"role": "user", "content": "hi"}]
-    chat.clear_session(kept)
-    assert kept.stale and chat.current_session(kept).display == ()
+    clear_session(kept)
+    assert kept.stale and current_session(kept).display == ()

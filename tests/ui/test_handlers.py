@@ -12,12 +12,13 @@ from matplotlib.figure import Figure
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.handlers import ENGINE_HELP, VIEW_KEYS
+from dots3_demo.ui.state import initial_state, new_session
 
 
 @pytest.fixture(scope="module")
 def loaded(profile, clip_with_audio):
     """State after uploading the 8 s clip with sound at the default budget."""
-    state = handlers.initial_state(32768)
+    state = initial_state(32768)
     outcome = handlers.load_video(profile, state, str(clip_with_audio), state.settings)
     assert outcome.error is None, outcome.error
     return outcome
@@ -92,7 +93,7 @@ def test_invalid_settings_keep_prior_state(profile, loaded):
 
 
 def test_settings_without_video_update_budget_only(profile):
-    state = handlers.initial_state(16384)
+    state = initial_state(16384)
     outcome = handlers.resolve(profile, state, handlers.settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
     assert outcome.error is None
     assert set(outcome.views) == {"summary", "budget_plot", "reserve"}
@@ -138,7 +139,7 @@ def test_segment_audio(loaded):
         rate, samples = handlers.segment_audio(loaded.state, seg.index)
         assert rate == report.sample_rate and len(samples) == seg.samples
     assert handlers.segment_audio(loaded.state, 99) is None
-    assert handlers.segment_audio(handlers.initial_state(1024), 0) is None
+    assert handlers.segment_audio(initial_state(1024), 0) is None
 
 
 def test_clearing_video(profile, loaded):
@@ -147,14 +148,14 @@ def test_clearing_video(profile, loaded):
 
 
 def test_initial_views_cover_every_output(profile):
-    views = handlers.all_views(profile, handlers.initial_state(32768))
+    views = handlers.all_views(profile, initial_state(32768))
     assert set(views) == set(VIEW_KEYS)
     assert "Nothing uploaded yet" in views["summary"]
 
 
 def test_chat_without_engine_explains_how_to_attach(profile):
     async def collect():
-        views = chat.send_message(None, handlers.initial_state(1024), chat.new_session(), "hi", chat.ChatSettings())
+        views = chat.send_message(None, initial_state(1024), new_session(), "hi", chat.ChatSettings())
         return [view.history async for view in views]
 
     (history,) = asyncio.run(collect())

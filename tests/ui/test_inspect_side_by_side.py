@@ -16,6 +16,7 @@ from dots3_demo import vllm_compat
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers
+from dots3_demo.ui.state import initial_state
 
 SEQ = 8192
 CONTROLS = (SEQ, True, 0, 0, 1.0, "eval_ek")
@@ -56,7 +57,7 @@ def _wait_for(condition, seconds: float = 60) -> None:
 
 
 def _session() -> handlers.Inspections:
-    return handlers.new_inspections(handlers.initial_state(SEQ))
+    return handlers.new_inspections(initial_state(SEQ))
 
 
 def _timestamps(report) -> list[str]:

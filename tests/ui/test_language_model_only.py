@@ -9,6 +9,7 @@ from dots3_demo.engine.cli import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.app import _emit
+from dots3_demo.ui.state import initial_state, new_session
 from tests.ui.test_chat import SEQ, _Args, _settings
 
 MODEL = "assets/preview_profile"
@@ -30,7 +31,7 @@ def test_uploads_inspect_and_say_the_media_will_not_reach_the_model(profile, tmp
     from tests.engine.media import make_png
 
     engine = InProcessEngine(make_engine_args(MODEL, language_model_only=True), engine_factory=_never_built)
-    outcome = handlers.load_images(profile, handlers.initial_state(SEQ), [str(make_png(tmp_path / "a.png"))])
+    outcome = handlers.load_images(profile, initial_state(SEQ), [str(make_png(tmp_path / "a.png"))])
     state, status, *_ = _emit(outcome, engine)
     assert len(state.images) == 1 and state.images[0][1].tokens > 0  # inspected as usual
     assert status.startswith("✓ 1 image(s)") and "not sent to the model" in status
@@ -42,10 +43,10 @@ def test_send_explains_before_anything_reaches_the_engine(profile, tmp_path):
     from tests.engine.media import make_png
 
     engine = InProcessEngine(make_engine_args(MODEL, language_model_only=True), engine_factory=_never_built)
-    outcome = handlers.load_images(profile, handlers.initial_state(SEQ), [str(make_png(tmp_path / "b.png"))])
+    outcome = handlers.load_images(profile, initial_state(SEQ), [str(make_png(tmp_path / "b.png"))])
 
     async def main():
-        return [v async for v in chat.send_message(engine, outcome.state, chat.new_session(), "what is it?",
+        return [v async for v in chat.send_message(engine, outcome.state, new_session(), "what is it?",
                                                    _settings())]
 
     views = asyncio.run(main())

@@ -9,8 +9,9 @@ import gradio as gr
 
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import app as ui_app
-from dots3_demo.ui import chat, handlers
+from dots3_demo.ui import chat
 from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.state import initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 SEQ = 32768
@@ -49,7 +50,7 @@ def test_a_long_reply_sends_fewer_updates_and_loses_nothing():
                                                                render_chars_per_s=100_000))
 
     async def main():
-        agen = chat.send_message(_engine(double), handlers.initial_state(SEQ), chat.new_session(), "hi", settings)
+        agen = chat.send_message(_engine(double), initial_state(SEQ), new_session(), "hi", settings)
         return [view async for view in agen]
 
     views = asyncio.run(main())
@@ -73,7 +74,7 @@ def _count_views(pacer: StreamPacer, deltas: int) -> list[chat.ChatView]:
     settings = replace(chat.ChatSettings(), pacer=pacer)
 
     async def main():
-        agen = chat.send_message(_engine(double), handlers.initial_state(SEQ), chat.new_session(), "hi", settings)
+        agen = chat.send_message(_engine(double), initial_state(SEQ), new_session(), "hi", settings)
         return [view async for view in agen]
 
     return asyncio.run(main())
@@ -100,7 +101,7 @@ def test_streamed_steps_carry_no_component_updates():
     pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9)
 
     async def main():
-        agen = ui_app.on_chat(engine, pacer, handlers.initial_state(SEQ), chat.new_session(), "hi",
+        agen = ui_app.on_chat(engine, pacer, initial_state(SEQ), new_session(), "hi",
                               "sys", "", 0.7, 0.95, -1, 64, -1, 1.0)
         return [outputs async for outputs in agen]
 

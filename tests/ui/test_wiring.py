@@ -8,6 +8,7 @@ import pytest
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers
 from dots3_demo.ui.app import on_settings, on_video
+from dots3_demo.ui.state import initial_state
 
 SEQ = 12288
 
@@ -65,7 +66,7 @@ def test_defaults_follow_arguments(demo, profile):
 def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):
     """Run the wired callback and push every output through its component's postprocess."""
     fn = _fn(demo, "inspect_video")
-    session = handlers.new_inspections(handlers.initial_state(SEQ))
+    session = handlers.new_inspections(initial_state(SEQ))
     result = fn.fn(session, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek")
     assert len(result) == len(fn.outputs)
     new_state = result[0]

@@ -1,0 +1,115 @@
+"""A browser session's state (plain dataclasses; no Gradio): what ``gr.State`` keeps between events.
+
+* :class:`StudioState` — the uploads and their inspection reports (``handlers`` fills it, ``views``
+  draws it, ``chat`` sends its media);
+* :class:`ChatSession` — the conversation (``chat`` streams into it, ``chat_views`` shows it), with
+  its :class:`MediaItem` uploads and the :class:`ChatClears` count it shares with every version of it.
+
+Every module of the UI reads these; this one imports none of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from dots3_demo.engine.protocol import ToolCall
+from dots3_demo.inspection.audio import AudioReport
+from dots3_demo.inspection.image import ImageReport
+from dots3_demo.inspection.video import VideoReport, VideoSettings
+
+
+# ---------------------------------------------------------------- the uploads
+@dataclass(frozen=True)
+class StudioState:
+    """One browser session's uploads and their reports (kept in ``gr.State``)."""
+
+    settings: VideoSettings = field(default_factory=VideoSettings)
+    video_path: str | None = None
+    video: VideoReport | None = None
+    images: tuple[tuple[str, ImageReport], ...] = ()
+    audio_path: str | None = None
+    audio: AudioReport | None = None
+    audio_source: str = ""
+
+
+def initial_state(seq: int) -> StudioState:
+    return StudioState(settings=VideoSettings(seq=int(seq)))
+
+
+# ---------------------------------------------------------------- the conversation
+@dataclass(frozen=True)
+class MediaItem:
+    """One upload attached to a user turn, with the inspector's token counts for it."""
+
+    kind: str  # "image" | "audio" | "video"
+    path: str
+    tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
+    frame_tokens: int = 0  # video only: image pads
+    audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
+
+
+class ChatClears:
+    """How many times a browser session's chat was cleared: the one mutable part of its ``ChatSession``,
+    shared by every version of it (``replace`` keeps the reference).
+
+    The page sends Clear (``queue=False``) and the cancel of the streaming chat event as two requests, so a
+    reply can write one more step after Clear wrote the empty session. A session made before the last
+    Clear is ``stale``: its reply stops at its next step (closing it aborts the engine request), and the
+    settle step, the last to write the session, shows the cleared conversation instead of it.
+    """
+
+    def __init__(self) -> None:
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def clear(self) -> int:
+        """Count one more Clear; the new epoch."""
+        with self._lock:
+            self._epoch += 1
+            return self._epoch
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ChatClears:
+        return self  # one per browser session, whoever copies the session holding it
+
+
+@dataclass(frozen=True)
+class ChatSession:
+    session_id: str
+    messages: tuple[dict[str, Any], ...] = ()
+    display: tuple[dict[str, Any], ...] = ()
+    media: tuple[MediaItem, ...] = ()
+    tools: tuple[ToolCall, ...] = ()  # every call of the conversation, as the tool panel shows them
+    # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
+    regen_mark: tuple[int, int, int, int] | None = None
+    figures: str = ""
+    epoch: int = 0  # the clears.epoch this conversation belongs to
+    clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
+
+    @property
+    def stale(self) -> bool:
+        """Cleared since this version was made (see ``ChatClears``)."""
+        return self.epoch != self.clears.epoch
+
+
+def new_session() -> ChatSession:
+    """A fresh session (``gr.State(new_session)`` calls this once per browser session)."""
+    return ChatSession(session_id=uuid.uuid4().hex[:12])
+
+
+def clear_session(session: ChatSession) -> ChatSession:
+    """The empty conversation after a Clear (a reply still streaming for the old one stops)."""
+    return ChatSession(session_id=session.session_id, epoch=session.clears.clear(), clears=session.clears)
+
+
+def current_session(session: ChatSession) -> ChatSession:
+    """``session``, or the empty conversation of the last Clear when it was cleared since it was made."""
+    if not session.stale:
+        return session
+    return ChatSession(session_id=session.session_id, epoch=session.clears.epoch, clears=session.clears)
