@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ffmpeg.libraries_problem():
             print(f"warning: {ffmpeg.media_problem()}", file=sys.stderr, flush=True)
     if argv and argv[0] == "inspect":
-        from dots3_demo.cli import main_inspect
+        from dots3_demo.cli.inspect import main_inspect
 
         return main_inspect(argv[1:])
     if argv and argv[0] == "smoke":

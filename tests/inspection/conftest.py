@@ -147,7 +147,7 @@ def assert_video_parity(report, ref: dict, profile) -> None:
 # ---------------------------------------------------------------- CLI helpers
 
 def cli_args(*argv: str) -> argparse.Namespace:
-    from dots3_demo.cli import add_inspect_arguments
+    from dots3_demo.cli.inspect import add_inspect_arguments
 
     parser = argparse.ArgumentParser()
     add_inspect_arguments(parser)
@@ -156,7 +156,7 @@ def cli_args(*argv: str) -> argparse.Namespace:
 
 def run_cli(*argv: str) -> tuple[int, list[dict], str]:
     """Run ``inspect`` in-process; returns (exit status, parsed JSON lines, raw output)."""
-    from dots3_demo.cli import run_inspect
+    from dots3_demo.cli.inspect import run_inspect
 
     out = io.StringIO()
     status = run_inspect(cli_args(*argv), out=out)
