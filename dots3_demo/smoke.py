@@ -304,7 +304,7 @@ def exit_status(report: SmokeReport) -> int:
 
 def count_rows(turn: str, prompt: PromptTokens, media: Sequence[Any]) -> tuple[CountRow, ...]:
     """The engine's ``prompt`` against the inspector's ``media`` (the chat's ``MediaItem``s)."""
-    from dots3_demo.ui.chat import token_pairs
+    from dots3_demo.ui.chat_views import token_pairs
 
     rows = [CountRow(turn, p.label, p.engine, p.inspector, p.markers) for p in token_pairs(prompt, tuple(media))]
     return (*rows, CountRow(turn, "text", prompt.text))

@@ -1,5 +1,6 @@
 """The browser UI of Dots3 NOTE Studio (Gradio 6). Layout in ``layout``, wiring in ``app``, plain logic in
-``handlers`` and ``chat``."""
+``handlers`` and ``chat``, a session's state in ``state``, what the page shows in ``views``, ``chat_views``
+and ``figures``."""
 
 from typing import Any
 

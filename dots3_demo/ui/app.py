@@ -29,7 +29,7 @@ from dots3_demo.profiles import Profile
 from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
-from dots3_demo.ui import chat, examples, handlers, layout, style, views
+from dots3_demo.ui import chat, chat_views, examples, handlers, layout, style, views
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
@@ -215,7 +215,7 @@ async def _relay(engine: ChatEngine | None, replies: Any):
                 return
             step = layout.ChatStream(chatbot=view.history, session=view.session,
                                      box="" if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
-                                     figures=view.figures, engine_status=chat.engine_status_md(engine))
+                                     figures=view.figures, engine_status=chat_views.engine_status(engine))
             yield tuple(step.components())
 
 
@@ -281,8 +281,8 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession):
         return (gr.skip(),) * (len(layout.ChatStream.names()))
     shown = current_session(session)  # a Clear during the reply wins over the reply's last step
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
-                             tool_panel=chat.tool_rows(shown), figures="" if shown is not session else gr.skip(),
-                             engine_status=chat.engine_status_md(engine))
+                             tool_panel=chat_views.tool_rows(shown), figures="" if shown is not session else gr.skip(),
+                             engine_status=chat_views.engine_status(engine))
     return (*step.components(), gr.Button(interactive=True))
 
 
@@ -297,7 +297,7 @@ def sync_max_new(max_tokens: float | None) -> int:
 
 def header_view(profile: Profile, engine: ChatEngine | None) -> str:
     """The page header: profile, engine (with its state) and what the machine cannot decode."""
-    return views.header_html(profile, handlers.engine_status(engine), ffmpeg.media_problem())
+    return views.header_html(profile, chat_views.engine_status(engine, brief=True), ffmpeg.media_problem())
 
 
 def engine_watch_active(engine: ChatEngine | None) -> bool:
@@ -307,7 +307,7 @@ def engine_watch_active(engine: ChatEngine | None) -> bool:
 
 def on_engine_tick(profile: Profile, engine: ChatEngine | None):
     """Page load and, while the engine loads, every second: the status line, the header, the timer."""
-    return (chat.engine_status_md(engine), header_view(profile, engine),
+    return (chat_views.engine_status(engine), header_view(profile, engine),
             gr.Timer(active=engine_watch_active(engine)))
 
 
@@ -375,7 +375,7 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
             model_views = layout.render_model_views(initial, seq, uploads.summary)
     with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
         chat_panel, controls, tools = layout.render_chat(
-            engine, chat_on=handlers.chat_enabled(engine), engine_status=chat.engine_status_md(engine),
+            engine, chat_on=handlers.chat_enabled(engine), engine_status=chat_views.engine_status(engine),
             watch_engine=engine_watch_active(engine), max_tokens=default_max_tokens(engine))
     return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools)
 
@@ -466,9 +466,9 @@ def _setup_inspection(page: _Page, profile: Profile, engine: ChatEngine | None, 
 
 def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -> None:
     tools, panel = page.tools, page.chat
-    tools.example.input(chat.example_tools_json, tools.example, page.controls.tools_json, api_visibility="private",
-                        queue=False)
-    page.controls.tools_json.change(chat.validate_tools_md, page.controls.tools_json, tools.status,
+    tools.example.input(chat_views.example_tools_json, tools.example, page.controls.tools_json,
+                        api_visibility="private", queue=False)
+    page.controls.tools_json.change(chat_views.validate_tools_md, page.controls.tools_json, tools.status,
                                     api_visibility="private", queue=False)
     controls = page.controls.components()  # the chat callbacks read them by ChatControls' field names
     # The streamed outputs (all but Send: see _relay); the tool events clear the tool-result box instead.

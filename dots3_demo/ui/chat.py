@@ -1,4 +1,6 @@
-"""The engine chat: plain functions and dataclasses (no Gradio), called by ``ui.app`` and by tests.
+"""The engine chat's turns and their streaming: plain functions and dataclasses (no Gradio), called by
+``ui.app`` and by tests. The session it streams into is in ``ui.state``; what the page shows of it (the
+engine line, bubbles, tool panel, figures line, tools editor) is in ``ui.chat_views``.
 
 One browser session owns one :class:`ChatSession` (kept in ``gr.State``; a new uuid per session).
 It holds two views of the same conversation:
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -34,9 +35,7 @@ from typing import Any
 from dots3_demo.engine.media import check_media_limits
 from dots3_demo.engine.protocol import (
     ChatEngine,
-    EngineStatus,
     EngineUnavailable,
-    PromptTokens,
     RequestRefused,
     SamplingSettings,
     ToolCall,
@@ -45,32 +44,16 @@ from dots3_demo.engine.protocol import (
     TurnRequest,
     TurnStats,
 )
-from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json, run_example_tool
+from dots3_demo.tools import ToolSchemaError, parse_tools_json, run_example_tool
 from dots3_demo.tools.forcing import TOOL_CHOICES
-from dots3_demo.ui import views
-from dots3_demo.ui.handlers import ENGINE_HELP, control_number
+from dots3_demo.ui import chat_views, views
+from dots3_demo.ui.handlers import control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
-TOOL_NAMES_SHOWN = 12  # the tools status line names at most this many
-EXAMPLE_TOOL_NAMES = tuple(t["function"]["name"] for t in EXAMPLE_TOOLS)
-EXAMPLE_CHOICES = {
-    "weather": ["get_weather"],
-    "search": ["search"],
-    "calculator": ["calculator"],
-    "all three": list(EXAMPLE_TOOL_NAMES),
-    "none": [],
-}
-# Dots placeholders wrap each image / audio clip in a start and an end marker
-# (<|img|> … <|endofimg|>, <|audio_comp_start|> … <|audio_comp_end|>). vLLM's placeholder range —
-# what the engine counts — includes them; the inspector counts the embeddings between them.
-MARKERS_PER_ITEM = {"image": 2, "audio": 2}
-
-STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
 
 
 @dataclass(frozen=True)
@@ -131,52 +114,7 @@ class ChatView:
 
     @property
     def tool_rows(self) -> list[list[str]]:
-        return tool_rows(self.session)
-
-
-TOOL_STATUS_SHOWN = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
-
-
-def tool_rows(session: ChatSession) -> list[list[str]]:
-    return [[t.name, _short(t.arguments), TOOL_STATUS_SHOWN[t.status], _short(t.result)] for t in session.tools]
-
-
-def _short(text: str, limit: int = 48) -> str:
-    """Keep the panel compact; the chat bubbles hold the full JSON."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------- engine status
-def loading_line(status: EngineStatus) -> str:
-    """"loading weights · 23 s" for an engine that is loading ("" otherwise)."""
-    if status.state != "loading":
-        return ""
-    elapsed = f"{time.monotonic() - status.since:.0f} s" if status.since is not None else ""
-    return " · ".join(part for part in (status.stage or "starting", elapsed) if part)
-
-
-def engine_status_md(engine: ChatEngine | None) -> str:
-    """The chat's engine line: state, load stage and time, or why it failed (vLLM's lines in a fold)."""
-    if engine is None:
-        return "○ **no engine** — preview mode: the inspector works, the chat explains how to attach an engine."
-    status = engine.status
-    icon = STATUS_ICON.get(status.state, "○")
-    head = f"{icon} **engine {status.state}**"
-    if status.state == "idle":
-        head += " — starts on the first message"
-    elif status.state == "loading":
-        head += (f" — {views.esc(loading_line(status))}. The inspector works meanwhile; a message you send now "
-                 "waits until the model is ready.")
-    message = status.message if status.message not in ("", status.state) and status.state != "loading" else ""
-    line = head + (f" · {views.esc(message)}" if message else "")
-    line += f" · `{views.esc(engine.label)}` · up to {engine.capacity} concurrent replies"
-    if status.state == "loading" and status.details:
-        line += f"  \n<small>vLLM: {views.esc(status.details[-1][:160])}</small>"
-    if status.state == "failed" and status.details:
-        shown = views.esc("\n".join(status.details))
-        line += f"\n\n<details><summary>vLLM's last lines</summary>\n\n<pre>{shown}</pre>\n\n</details>"
-    return line
+        return chat_views.tool_rows(self.session)
 
 
 # ---------------------------------------------------------------- media and turns
@@ -216,11 +154,6 @@ def user_turn(text: str, media: list[MediaItem]) -> tuple[dict[str, Any], list[d
     if text:
         shown.append({"role": "user", "content": text})
     return {"role": "user", "content": parts}, shown
-
-
-def notice(text: str, title: str = "⚠ Not sent to the model") -> dict[str, Any]:
-    """An assistant-side notice in the chat (not model output)."""
-    return {"role": "assistant", "content": text, "metadata": {"title": title, "status": "done"}}
 
 
 # ---------------------------------------------------------------- the streaming assistant
@@ -280,7 +213,7 @@ class _Reply:
                           "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
         if self.text:
             shown.append({"role": "assistant", "content": self.text})
-        shown += [tool_call_bubble(call) for call in self.calls]
+        shown += [chat_views.tool_call_bubble(call) for call in self.calls]
         if self.writing:
             shown.append({"role": "assistant", "content": "…",
                           "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
@@ -291,125 +224,6 @@ class _Reply:
         return self.calls + ((ToolCall(id="", name="…", status="writing"),) if self.writing else ())
 
 
-def _pretty_json(text: str) -> str:
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return text
-
-
-def tool_call_bubble(call: ToolCall) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.arguments)}\n```",
-            "metadata": {"title": f"🛠 {call.name}", "status": "done" if call.complete else "pending"}}
-
-
-def tool_result_bubble(call: ToolCall) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.result)}\n```",
-            "metadata": {"title": f"↩ {call.name} result (sent to the model)", "status": "done"}}
-
-
-# ---------------------------------------------------------------- figures
-def _n(value: int) -> str:
-    return f"{value:,}"
-
-
-def inspector_tokens(media: tuple[MediaItem, ...]) -> dict[str, int]:
-    """The inspector's counts for the conversation's media, in the engine's units (markers included)."""
-    out = {"image": 0, "audio": 0, "video": 0, "video_frames": 0, "video_audio": 0}
-    for m in media:
-        if m.kind == "video":
-            out["video"] += m.tokens
-            out["video_frames"] += m.frame_tokens
-            out["video_audio"] += m.audio_tokens
-        else:
-            out[m.kind] += m.tokens + MARKERS_PER_ITEM[m.kind]
-    return out
-
-
-@dataclass(frozen=True)
-class TokenPair:
-    """One modality's prompt tokens: the engine's count against the inspector's (markers included)."""
-
-    label: str  # "image", "audio", "video", "video frames", "video sound"
-    engine: int
-    inspector: int
-    markers: int = 0  # marker tokens inside ``inspector`` (image/audio: MARKERS_PER_ITEM per item)
-
-    @property
-    def equal(self) -> bool:
-        return self.engine == self.inspector
-
-
-def token_pairs(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[TokenPair]:
-    """Engine against inspector, per modality present in the conversation (or counted by the engine)."""
-    inspected = inspector_tokens(media)
-    counts = {m.kind: sum(1 for x in media if x.kind == m.kind) for m in media}
-    pairs = [("image", prompt.image), ("audio", prompt.audio), ("video", prompt.video),
-             ("video frames", prompt.video_frames), ("video sound", prompt.video_audio)]
-    keys = {"video frames": "video_frames", "video sound": "video_audio"}
-    out = []
-    for label, engine_value in pairs:
-        key = keys.get(label, label)
-        base = key.split("_")[0]
-        if base not in counts and engine_value == 0:
-            continue
-        markers = MARKERS_PER_ITEM[key] * counts[key] if key in MARKERS_PER_ITEM and counts.get(key) else 0
-        out.append(TokenPair(label, engine_value, inspected[key], markers))
-    return out
-
-
-def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
-    """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
-    lines = []
-    for pair in token_pairs(prompt, media):
-        note = f" ({_n(pair.inspector - pair.markers)} + {pair.markers} markers)" if pair.markers else ""
-        mark = "✓" if pair.equal else "≠"
-        lines.append(f"engine: {pair.label} {_n(pair.engine)} · inspector: {_n(pair.inspector)}{note} {mark}")
-    return lines
-
-
-def figures_md(reply: _Reply, media: tuple[MediaItem, ...], *, budget_note: str = "") -> str:
-    s = reply.stats
-    parts = []
-    parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
-    parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")
-    parts.append(f"output **{_n(s.output_tokens)}** tok")
-    if s.prompt is not None:
-        p = s.prompt
-        by = " · ".join(f"{k} {_n(v)}" for k, v in (("text", p.text), ("image", p.image), ("audio", p.audio),
-                                                      ("video", p.video)) if v or k == "text")
-        if not p.by_modality:
-            by = "the server reports no split by modality"
-        cached = f", {_n(p.cached)} cached" if p.cached else ""
-        parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
-    parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
-                 ("streaming…" if not reply.finished else "finish —"))
-    if s.mtp:
-        rate = s.mtp.get("draft_acceptance_rate")
-        if rate is not None:
-            parts.append(f"MTP acceptance **{100 * float(rate):.0f}%**")
-    line = " · ".join(parts)
-    if s.prompt is not None and s.prompt.by_modality and media:
-        line += "  \n" + " · ".join(f"`{c}`" for c in token_comparison(s.prompt, media))
-    line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
-    if budget_note:
-        line += "  \n" + budget_note
-    return line
-
-
-def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:
-    """Say so when the engine's video reserve differs from the one the inspector planned with."""
-    if not any(m.kind == "video" for m in media):
-        return ""
-    s = studio.settings
-    engine_reserve = max(s.configured_reserve, int(sampling.max_tokens))
-    if engine_reserve == s.effective_reserve:
-        return ""
-    return (f"⚠ the engine plans the video with reserve {_n(engine_reserve)} (max tokens "
-            f"{_n(sampling.max_tokens)}), the inspector with {_n(s.effective_reserve)}: set the Budget tab's "
-            "max new tokens to the sampling max tokens to see the same frames")
-
-
 # ---------------------------------------------------------------- turns
 async def send_message(engine: ChatEngine | None, studio: StudioState, session: ChatSession, message: str | None,
                        settings: ChatSettings) -> AsyncGenerator[ChatView, None]:
@@ -417,9 +231,9 @@ async def send_message(engine: ChatEngine | None, studio: StudioState, session: 
     text = (message or "").strip()
     if engine is None:
         echoed = ({"role": "user", "content": text},) if text else ()
-        yield ChatView(replace(session, display=session.display + echoed + ({"role": "assistant",
-                                                                              "content": ENGINE_HELP},)),
-                       session.figures, clear_input=True, done=True)
+        help_ = ({"role": "assistant", "content": chat_views.ENGINE_HELP},)
+        yield ChatView(replace(session, display=session.display + echoed + help_), session.figures,
+                       clear_input=True, done=True)
         return
     if (refusal := _refused_settings(session, settings)) is not None:
         yield refusal
@@ -485,7 +299,7 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
     tools = tuple(t.answered(answers[t.id]) if t.id in answers else t for t in session.tools)
     answered = [t.answered(answers[t.id]) for t in waiting if t.id in answers]
     messages = session.messages + tuple(t.result_message() for t in answered)
-    display = session.display + tuple(tool_result_bubble(t) for t in answered)
+    display = session.display + tuple(chat_views.tool_result_bubble(t) for t in answered)
     updated = replace(session, tools=tools, messages=messages, display=display)
     still = pending_calls(updated)
     if still:
@@ -512,7 +326,8 @@ async def _wait_for_engine(engine: ChatEngine, sent: ChatSession,
         if done:
             starting.result()  # raises EngineUnavailable when the start failed
             return
-        waiting = f"⏳ waiting for the engine to load ({views.esc(loading_line(engine.status) or 'starting')}); " \
+        stage = chat_views.loading_line(engine.status) or "starting"
+        waiting = f"⏳ waiting for the engine to load ({views.esc(stage)}); " \
                   "your message is sent as soon as the model is ready"
         yield ChatView(sent, waiting, clear_input=clear_input)
 
@@ -527,7 +342,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     rejected_base = unsent if unsent is not None else sent
 
     def refused(reason: str, title: str = "⚠ Not sent to the model") -> ChatView:
-        kept = replace(rejected_base, display=sent.display + (notice(reason, title),))
+        kept = replace(rejected_base, display=sent.display + (chat_views.notice(reason, title),))
         return ChatView(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None, done=True)
 
     try:
@@ -556,7 +371,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     turn = TurnRequest(session_id=sent.session_id, messages=system + [dict(m) for m in sent.messages],
                        tools=tools, sampling=settings.sampling, video=studio.settings,
                        tool_choice=settings.tool_choice)
-    note = budget_note(studio, settings.sampling, sent.media)
+    note = chat_views.budget_note(studio, settings.sampling, sent.media)
     reply = _Reply()
     last = 0.0
     current = sent
@@ -590,7 +405,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
                     if structural or now - last >= pacer.interval(reply.size()):
                         last = now
                         current = snapshot()
-                        yield ChatView(current, figures_md(reply, sent.media))
+                        yield ChatView(current, chat_views.figures_md(reply, sent.media))
     except RequestRefused as exc:
         yield broke("⚠ Refused — not an engine failure", str(exc), f"⚠ {views.esc(exc)}")
         return
@@ -607,31 +422,10 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         yield broke("⚠ The engine failed during this reply", detail, f"⚠ engine error: {views.esc(detail)}")
         return
     current = snapshot()
-    figures = figures_md(reply, sent.media, budget_note=note)
+    figures = chat_views.figures_md(reply, sent.media, budget_note=note)
     if pending_calls(current):
         figures += ("  \n**The model called a tool** — type a result and press *Send tool result*, or "
                     "*Run example tool*, to continue the turn.")
     yield ChatView(replace(current, figures=figures), figures, done=True)
 
 
-def example_tools_json(choice: str | None) -> str:
-    """The tools editor's text for one of ``EXAMPLE_CHOICES``."""
-    names = EXAMPLE_CHOICES.get(choice or "", [])
-    chosen = [t for t in EXAMPLE_TOOLS if t["function"]["name"] in names]
-    return json.dumps(chosen, indent=2, ensure_ascii=False) if chosen else ""
-
-
-def validate_tools_md(text: str | None) -> str:
-    try:
-        tools = parse_tools_json(text)
-    except ToolSchemaError as exc:
-        return f"⚠ **tools not usable:** {views.esc(exc)}"
-    if not tools:
-        return "No tools: the model answers in text."
-    shown = TOOL_NAMES_SHOWN
-    names = ", ".join(f"`{t['function']['name']}`" for t in tools[:shown])
-    if len(tools) > shown:
-        names += f" … and {len(tools) - shown:,} more"
-    runnable = [t["function"]["name"] for t in tools if t["function"]["name"] in EXAMPLE_TOOL_NAMES]
-    tail = f" · example executor for {', '.join(runnable)}" if runnable else ""
-    return f"✓ {len(tools)} tool(s): {names}{tail}"

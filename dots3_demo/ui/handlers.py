@@ -11,8 +11,8 @@ flight, and each result is applied to the session's latest state, so none is los
 shows the panel's own views (the frames first); the figures, and the views every panel shares (the
 summary, the budget bar, the status line of all panels), are drawn after it.
 
-The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``); with no
-engine it explains how to attach one.
+The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``) and what the
+page shows of it in ``dots3_demo.ui.chat_views``; with no engine it explains how to attach one.
 """
 
 from __future__ import annotations
@@ -53,16 +53,6 @@ SHARED_KEYS: tuple[str, ...] = ("summary", "budget_plot")
 # What an inspection event itself shows: its panel's views but the figures.
 PANEL_KEYS: tuple[str, ...] = tuple(k for k in VIEW_KEYS if k not in FIGURE_KEYS + SHARED_KEYS)
 
-ENGINE_HELP = (
-    "**No engine attached — preview mode.** The inspector above is real vLLM preprocessing, but "
-    "nothing here generates answers, and this demo never invents one.\n\n"
-    "To chat, start the studio on a GPU host with the checkpoint loaded in-process:\n\n"
-    "```bash\npython app.py --model /path/to/Dots3-NOTE --engine inprocess --tensor-parallel-size 8\n```\n\n"
-    "or point it at a running OpenAI-compatible server started with "
-    "`vllm serve <model> --tool-call-parser dots`:\n\n"
-    "```bash\npython app.py --model /path/to/Dots3-NOTE --endpoint http://host:8000/v1\n```"
-)
-
 GETTING_STARTED = (
     "**Start here:** drop a video, images or audio on the left. Each upload goes through vLLM's own "
     "dots3_note preprocessing, and the tabs show what the model receives:\n\n"
@@ -87,13 +77,6 @@ class Outcome:
     status: str
     error: str | None = None
     views: dict[str, Any] = field(default_factory=dict)
-
-
-def engine_status(engine: ChatEngine | None) -> str:
-    """The header's engine line."""
-    if engine is None:
-        return "no engine attached — preview mode"
-    return f"engine: {engine.label} · {engine.status.state}"
 
 
 TEXT_ONLY_NOTE = ("⚠ **not sent to the model:** this engine takes text only (--language-model-only, or a "
@@ -644,11 +627,3 @@ def panel_figures(session: Inspections) -> dict[str, Any]:
         if session.panel_version(group) == changed_at:
             drawn.update(made)
     return drawn
-
-
-# ---------------------------------------------------------------- chat (see dots3_demo.ui.chat)
-def chat_welcome(engine: ChatEngine | None) -> list[dict[str, str]]:
-    """The chat's first message."""
-    if engine is None:
-        return [{"role": "assistant", "content": ENGINE_HELP}]
-    return []

@@ -24,7 +24,7 @@ import gradio as gr
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.video import K_MODES
 from dots3_demo.tools.forcing import TOOL_CHOICES
-from dots3_demo.ui import chat, handlers, views
+from dots3_demo.ui import chat, chat_views, handlers, views
 from dots3_demo.ui.state import new_session
 
 T = TypeVar("T")
@@ -244,7 +244,7 @@ def render_chat(engine: ChatEngine | None, *, chat_on: bool, engine_status: str,
 
 
 def _render_conversation(engine: ChatEngine | None, *, chat_on: bool) -> dict[str, Any]:
-    chatbot = gr.Chatbot(handlers.chat_welcome(engine), show_label=False, height=520, elem_id="chatbot",
+    chatbot = gr.Chatbot(chat_views.chat_welcome(engine), show_label=False, height=520, elem_id="chatbot",
                          buttons=["copy"],
                          placeholder="The request the model gets = the media in the upload panels + your message, "
                                      "planned with the Budget tab.")
@@ -280,16 +280,17 @@ def _render_turn_settings(engine: ChatEngine | None, *, chat_on: bool,
             repetition_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
                                            elem_id="rep-penalty")
     with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
-        example = gr.Dropdown(list(chat.EXAMPLE_CHOICES), value=None, label="Load example tools",
+        example = gr.Dropdown(list(chat_views.EXAMPLE_CHOICES), value=None, label="Load example tools",
                               elem_id="tool-examples")
         tools_json = gr.Code("", language="json", label="tools (OpenAI function schemas)", lines=4, max_lines=9,
                              elem_id="tools-json")
-        tools_status = gr.Markdown(chat.validate_tools_md(""), elem_id="tools-status")
+        tools_status = gr.Markdown(chat_views.validate_tools_md(""), elem_id="tools-status")
         tool_choice = gr.Radio(list(TOOL_CHOICES), value="auto", label="tool choice",
                                info="required: the reply is one call of these tools, forced by vLLM's structured "
                                     "outputs", elem_id="tool-choice")
-    panel = gr.Dataframe(value=[], headers=chat.TOOL_PANEL_COLUMNS, interactive=False, wrap=True, label="Tool calls",
-                         max_height=220, elem_id="tool-panel", column_widths=["22%", "34%", "20%", "24%"])
+    panel = gr.Dataframe(value=[], headers=chat_views.TOOL_PANEL_COLUMNS, interactive=False, wrap=True,
+                         label="Tool calls", max_height=220, elem_id="tool-panel",
+                         column_widths=["22%", "34%", "20%", "24%"])
     result = gr.Textbox(label="Tool result (answers the first waiting call)", lines=2,
                         placeholder='{"temperature": 21}', elem_id="tool-result", interactive=chat_on)
     with gr.Row():

@@ -8,7 +8,7 @@ from dots3_demo.engine.media import check_media_limits
 from dots3_demo.inspection import AudioReport, ImageReport, VideoReport, VideoSettings, inspect_file
 from dots3_demo.profiles import DEFAULT_MM_LIMITS
 from dots3_demo.tools import parse_tools_json
-from dots3_demo.ui import chat, handlers
+from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.examples import EXAMPLES_DIR, StudioExample, example_row, studio_examples
 from dots3_demo.ui.state import StudioState, initial_state
 
@@ -107,4 +107,4 @@ def test_tools_example_fills_a_valid_tools_editor():
     text = example_row(example)[4]
     tools = parse_tools_json(text)
     assert [t["function"]["name"] for t in tools] == ["get_weather", "search", "calculator"]
-    assert chat.validate_tools_md(text).startswith("✓ 3 tool(s)")
+    assert chat_views.validate_tools_md(text).startswith("✓ 3 tool(s)")

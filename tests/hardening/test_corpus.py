@@ -30,7 +30,7 @@ import pytest
 
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
-from dots3_demo.ui import chat, handlers
+from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.handlers import Outcome, StudioState
 from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from tests.hardening import corpus
@@ -352,7 +352,7 @@ TOOLS_CASES = [
 
 @pytest.mark.parametrize("case", _numbered(TOOLS_CASES, 1 + len(FILE_CASES) + len(SETTINGS_CASES)))
 def test_tools_json(case: ToolsCase, media, studios, profile):
-    status = chat.validate_tools_md(case.text)
+    status = chat_views.validate_tools_md(case.text)
     assert status.startswith("⚠")
     corpus.assert_clear(status, case.mentions)
 
@@ -372,7 +372,7 @@ def test_tools_json(case: ToolsCase, media, studios, profile):
 
 def test_tools_status_line_stays_short():
     tools = [_tool(name=f"tool_{i}", description="d" * 100) for i in range(2000)]
-    status = chat.validate_tools_md(json.dumps(tools))
+    status = chat_views.validate_tools_md(json.dumps(tools))
     assert status.startswith("✓ 2000 tool(s)") and "… and 1,988 more" in status and len(status) < 400
 
 

@@ -1,6 +1,6 @@
 """The real-engine stream benchmark's parsing and arithmetic (``benchmarks/stream_bench.py --real-engine``).
 
-No engine and no timing here: the figures line is read as the chat writes it (``chat.figures_md``),
+No engine and no timing here: the figures line is read as the chat writes it (``chat_views.figures_md``),
 the client's view is rebuilt from Gradio diffs, and the rates are computed from given times.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dots3_demo.engine.protocol import TurnStats
-from dots3_demo.ui import chat
+from dots3_demo.ui import chat, chat_views
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def _figures(tokens_per_s, output_tokens, finished=True, finish_reason="length")
     reply = chat._Reply()
     reply.stats = TurnStats(ttft_s=0.12, tokens_per_s=tokens_per_s, output_tokens=output_tokens)
     reply.finished, reply.finish_reason = finished, finish_reason if finished else None
-    return chat.figures_md(reply, ())
+    return chat_views.figures_md(reply, ())
 
 
 def test_the_figures_line_gives_the_engines_rate_count_and_finish(bench):

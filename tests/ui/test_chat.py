@@ -12,7 +12,7 @@ import pytest
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolCall
-from dots3_demo.ui import build_interface, chat
+from dots3_demo.ui import build_interface, chat, chat_views
 from dots3_demo.ui.app import chat_concurrency, queue_size
 from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM
@@ -240,15 +240,15 @@ def test_bad_tools_and_failed_engine_are_notices(studio):
     broken = InProcessEngine(_Args(), engine_factory=boom)
     failed = _run(chat.send_message(broken, studio, new_session(), "hi", _settings()))[-1]
     assert "no GPU here" in failed.session.display[-1]["content"]
-    assert "engine failed" in chat.engine_status_md(broken)
+    assert "engine failed" in chat_views.engine_status(broken)
 
 
 def test_engine_status_line(studio):
     engine = _engine(ScriptedAsyncLLM(["x"]))
-    assert chat.engine_status_md(engine).startswith("○ **engine idle**")
+    assert chat_views.engine_status(engine).startswith("○ **engine idle**")
     _run(chat.send_message(engine, studio, new_session(), "hi", _settings()))
-    assert chat.engine_status_md(engine).startswith("● **engine ready**")
-    assert "up to 4 concurrent" in chat.engine_status_md(engine)
+    assert chat_views.engine_status(engine).startswith("● **engine ready**")
+    assert "up to 4 concurrent" in chat_views.engine_status(engine)
 
 
 def test_prompt_tokens_match_the_inspector_real_renderer(studio, profile, png):
@@ -301,7 +301,7 @@ def test_views_postprocess_through_chatbot(studio, png, profile):
     views = _run(chat.send_message(_engine(double), with_image, new_session(), "weather?",
                                    _settings(tools_json=json.dumps(EXAMPLE_TOOLS))))
     bot = gr.Chatbot()
-    panel = gr.Dataframe(headers=chat.TOOL_PANEL_COLUMNS)
+    panel = gr.Dataframe(headers=chat_views.TOOL_PANEL_COLUMNS)
     for view in views:
         data = bot.postprocess(view.history)
         panel.postprocess(view.tool_rows)

@@ -10,8 +10,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from dots3_demo.inspection import VideoSettings, inspect_file
-from dots3_demo.ui import chat, handlers
-from dots3_demo.ui.handlers import ENGINE_HELP, VIEW_KEYS
+from dots3_demo.ui import chat, chat_views, handlers
+from dots3_demo.ui.chat_views import ENGINE_HELP
+from dots3_demo.ui.handlers import VIEW_KEYS
 from dots3_demo.ui.state import initial_state, new_session
 
 
@@ -164,8 +165,8 @@ def test_chat_without_engine_explains_how_to_attach(profile):
     assert "--engine inprocess --tensor-parallel-size 8" in ENGINE_HELP
     assert "--endpoint http://host:8000/v1" in ENGINE_HELP
     assert "--tool-call-parser dots" in ENGINE_HELP
-    assert handlers.chat_welcome(None)[0]["content"] == ENGINE_HELP
-    assert handlers.engine_status(None) == "no engine attached — preview mode"
+    assert chat_views.chat_welcome(None)[0]["content"] == ENGINE_HELP
+    assert chat_views.engine_status(None, brief=True) == "no engine attached — preview mode"
 
 
 def test_incomplete_video_is_flagged(profile, loaded):

@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 
 from dots3_demo.inspection.session import default_workers
-from dots3_demo.ui import build_interface, handlers
+from dots3_demo.ui import build_interface, chat_views, handlers
 from dots3_demo.ui.app import on_settings, on_video
 from dots3_demo.ui.state import initial_state
 
@@ -60,7 +60,7 @@ def test_defaults_follow_arguments(demo, profile):
     assert "no engine attached — preview mode" in header
     assert _by_id(demo, "chat-send").interactive is False
     assert _by_id(demo, "chat-input").interactive is False
-    assert _by_id(demo, "chatbot").value[0]["content"][0]["text"] == handlers.ENGINE_HELP
+    assert _by_id(demo, "chatbot").value[0]["content"][0]["text"] == chat_views.ENGINE_HELP
 
 
 def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):

@@ -1,0 +1,274 @@
+"""The chat's presentation: plain functions that turn a conversation into what the page shows (no Gradio).
+
+* the engine line (:func:`engine_status`; ``brief``: the header's badge);
+* the chat's bubbles that are not model text (the welcome, notices, tool calls and their results);
+* the tool panel's rows;
+* the figures line under the chat (TTFT, rates, prompt tokens, engine against inspector);
+* the tools editor's example text and its status line.
+
+``chat`` streams the turns and calls these for every snapshot; ``app`` and ``layout`` call them for the
+page's first values and for the engine watch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dots3_demo.engine.protocol import ChatEngine, EngineStatus, PromptTokens, SamplingSettings, ToolCall, TurnStats
+from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
+from dots3_demo.ui import views
+from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
+
+TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
+TOOL_STATUS_SHOWN = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
+TOOL_NAMES_SHOWN = 12  # the tools status line names at most this many
+EXAMPLE_TOOL_NAMES = tuple(t["function"]["name"] for t in EXAMPLE_TOOLS)
+EXAMPLE_CHOICES = {
+    "weather": ["get_weather"],
+    "search": ["search"],
+    "calculator": ["calculator"],
+    "all three": list(EXAMPLE_TOOL_NAMES),
+    "none": [],
+}
+# Dots placeholders wrap each image / audio clip in a start and an end marker
+# (<|img|> … <|endofimg|>, <|audio_comp_start|> … <|audio_comp_end|>). vLLM's placeholder range —
+# what the engine counts — includes them; the inspector counts the embeddings between them.
+MARKERS_PER_ITEM = {"image": 2, "audio": 2}
+
+STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
+
+ENGINE_HELP = (
+    "**No engine attached — preview mode.** The inspector above is real vLLM preprocessing, but "
+    "nothing here generates answers, and this demo never invents one.\n\n"
+    "To chat, start the studio on a GPU host with the checkpoint loaded in-process:\n\n"
+    "```bash\npython app.py --model /path/to/Dots3-NOTE --engine inprocess --tensor-parallel-size 8\n```\n\n"
+    "or point it at a running OpenAI-compatible server started with "
+    "`vllm serve <model> --tool-call-parser dots`:\n\n"
+    "```bash\npython app.py --model /path/to/Dots3-NOTE --endpoint http://host:8000/v1\n```"
+)
+
+
+# ---------------------------------------------------------------- engine status
+def loading_line(status: EngineStatus) -> str:
+    """"loading weights · 23 s" for an engine that is loading ("" otherwise)."""
+    if status.state != "loading":
+        return ""
+    elapsed = f"{time.monotonic() - status.since:.0f} s" if status.since is not None else ""
+    return " · ".join(part for part in (status.stage or "starting", elapsed) if part)
+
+
+def engine_status(engine: ChatEngine | None, *, brief: bool = False) -> str:
+    """The chat's engine line: state, load stage and time, or why it failed (vLLM's lines in a fold).
+
+    ``brief``: the header's badge, plain text (``engine: <label> · <state>``)."""
+    if engine is None:
+        if brief:
+            return "no engine attached — preview mode"
+        return "○ **no engine** — preview mode: the inspector works, the chat explains how to attach an engine."
+    status = engine.status
+    if brief:
+        return f"engine: {engine.label} · {status.state}"
+    icon = STATUS_ICON.get(status.state, "○")
+    head = f"{icon} **engine {status.state}**"
+    if status.state == "idle":
+        head += " — starts on the first message"
+    elif status.state == "loading":
+        head += (f" — {views.esc(loading_line(status))}. The inspector works meanwhile; a message you send now "
+                 "waits until the model is ready.")
+    message = status.message if status.message not in ("", status.state) and status.state != "loading" else ""
+    line = head + (f" · {views.esc(message)}" if message else "")
+    line += f" · `{views.esc(engine.label)}` · up to {engine.capacity} concurrent replies"
+    if status.state == "loading" and status.details:
+        line += f"  \n<small>vLLM: {views.esc(status.details[-1][:160])}</small>"
+    if status.state == "failed" and status.details:
+        shown = views.esc("\n".join(status.details))
+        line += f"\n\n<details><summary>vLLM's last lines</summary>\n\n<pre>{shown}</pre>\n\n</details>"
+    return line
+
+
+# ---------------------------------------------------------------- bubbles
+def chat_welcome(engine: ChatEngine | None) -> list[dict[str, str]]:
+    """The chat's first message."""
+    if engine is None:
+        return [{"role": "assistant", "content": ENGINE_HELP}]
+    return []
+
+
+def notice(text: str, title: str = "⚠ Not sent to the model") -> dict[str, Any]:
+    """An assistant-side notice in the chat (not model output)."""
+    return {"role": "assistant", "content": text, "metadata": {"title": title, "status": "done"}}
+
+
+def _pretty_json(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return text
+
+
+def tool_call_bubble(call: ToolCall) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.arguments)}\n```",
+            "metadata": {"title": f"🛠 {call.name}", "status": "done" if call.complete else "pending"}}
+
+
+def tool_result_bubble(call: ToolCall) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"```json\n{_pretty_json(call.result)}\n```",
+            "metadata": {"title": f"↩ {call.name} result (sent to the model)", "status": "done"}}
+
+
+# ---------------------------------------------------------------- tool panel
+def tool_rows(session: ChatSession) -> list[list[str]]:
+    return [[t.name, _short(t.arguments), TOOL_STATUS_SHOWN[t.status], _short(t.result)] for t in session.tools]
+
+
+def _short(text: str, limit: int = 48) -> str:
+    """Keep the panel compact; the chat bubbles hold the full JSON."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- figures
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def inspector_tokens(media: tuple[MediaItem, ...]) -> dict[str, int]:
+    """The inspector's counts for the conversation's media, in the engine's units (markers included)."""
+    out = {"image": 0, "audio": 0, "video": 0, "video_frames": 0, "video_audio": 0}
+    for m in media:
+        if m.kind == "video":
+            out["video"] += m.tokens
+            out["video_frames"] += m.frame_tokens
+            out["video_audio"] += m.audio_tokens
+        else:
+            out[m.kind] += m.tokens + MARKERS_PER_ITEM[m.kind]
+    return out
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    """One modality's prompt tokens: the engine's count against the inspector's (markers included)."""
+
+    label: str  # "image", "audio", "video", "video frames", "video sound"
+    engine: int
+    inspector: int
+    markers: int = 0  # marker tokens inside ``inspector`` (image/audio: MARKERS_PER_ITEM per item)
+
+    @property
+    def equal(self) -> bool:
+        return self.engine == self.inspector
+
+
+def token_pairs(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[TokenPair]:
+    """Engine against inspector, per modality present in the conversation (or counted by the engine)."""
+    inspected = inspector_tokens(media)
+    counts = {m.kind: sum(1 for x in media if x.kind == m.kind) for m in media}
+    pairs = [("image", prompt.image), ("audio", prompt.audio), ("video", prompt.video),
+             ("video frames", prompt.video_frames), ("video sound", prompt.video_audio)]
+    keys = {"video frames": "video_frames", "video sound": "video_audio"}
+    out = []
+    for label, engine_value in pairs:
+        key = keys.get(label, label)
+        base = key.split("_")[0]
+        if base not in counts and engine_value == 0:
+            continue
+        markers = MARKERS_PER_ITEM[key] * counts[key] if key in MARKERS_PER_ITEM and counts.get(key) else 0
+        out.append(TokenPair(label, engine_value, inspected[key], markers))
+    return out
+
+
+def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
+    """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
+    lines = []
+    for pair in token_pairs(prompt, media):
+        note = f" ({_n(pair.inspector - pair.markers)} + {pair.markers} markers)" if pair.markers else ""
+        mark = "✓" if pair.equal else "≠"
+        lines.append(f"engine: {pair.label} {_n(pair.engine)} · inspector: {_n(pair.inspector)}{note} {mark}")
+    return lines
+
+
+class ReplyFigures(Protocol):
+    """What the figures line reads of a reply (``chat``'s streaming reply, as it stands)."""
+
+    @property
+    def stats(self) -> TurnStats: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def notices(self) -> tuple[str, ...]: ...
+
+
+def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "") -> str:
+    """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
+    inspector's for ``media``, the reply's notices and ``budget_note``."""
+    s = reply.stats
+    parts = []
+    parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
+    parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")
+    parts.append(f"output **{_n(s.output_tokens)}** tok")
+    if s.prompt is not None:
+        p = s.prompt
+        by = " · ".join(f"{k} {_n(v)}" for k, v in (("text", p.text), ("image", p.image), ("audio", p.audio),
+                                                      ("video", p.video)) if v or k == "text")
+        if not p.by_modality:
+            by = "the server reports no split by modality"
+        cached = f", {_n(p.cached)} cached" if p.cached else ""
+        parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
+    parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
+                 ("streaming…" if not reply.finished else "finish —"))
+    if s.mtp:
+        rate = s.mtp.get("draft_acceptance_rate")
+        if rate is not None:
+            parts.append(f"MTP acceptance **{100 * float(rate):.0f}%**")
+    line = " · ".join(parts)
+    if s.prompt is not None and s.prompt.by_modality and media:
+        line += "  \n" + " · ".join(f"`{c}`" for c in token_comparison(s.prompt, media))
+    line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
+    if budget_note:
+        line += "  \n" + budget_note
+    return line
+
+
+def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:
+    """Say so when the engine's video reserve differs from the one the inspector planned with."""
+    if not any(m.kind == "video" for m in media):
+        return ""
+    s = studio.settings
+    engine_reserve = max(s.configured_reserve, int(sampling.max_tokens))
+    if engine_reserve == s.effective_reserve:
+        return ""
+    return (f"⚠ the engine plans the video with reserve {_n(engine_reserve)} (max tokens "
+            f"{_n(sampling.max_tokens)}), the inspector with {_n(s.effective_reserve)}: set the Budget tab's "
+            "max new tokens to the sampling max tokens to see the same frames")
+
+
+# ---------------------------------------------------------------- tools editor
+def example_tools_json(choice: str | None) -> str:
+    """The tools editor's text for one of ``EXAMPLE_CHOICES``."""
+    names = EXAMPLE_CHOICES.get(choice or "", [])
+    chosen = [t for t in EXAMPLE_TOOLS if t["function"]["name"] in names]
+    return json.dumps(chosen, indent=2, ensure_ascii=False) if chosen else ""
+
+
+def validate_tools_md(text: str | None) -> str:
+    try:
+        tools = parse_tools_json(text)
+    except ToolSchemaError as exc:
+        return f"⚠ **tools not usable:** {views.esc(exc)}"
+    if not tools:
+        return "No tools: the model answers in text."
+    shown = TOOL_NAMES_SHOWN
+    names = ", ".join(f"`{t['function']['name']}`" for t in tools[:shown])
+    if len(tools) > shown:
+        names += f" … and {len(tools) - shown:,} more"
+    runnable = [t["function"]["name"] for t in tools if t["function"]["name"] in EXAMPLE_TOOL_NAMES]
+    tail = f" · example executor for {', '.join(runnable)}" if runnable else ""
+    return f"✓ {len(tools)} tool(s): {names}{tail}"
