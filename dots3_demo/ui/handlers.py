@@ -27,13 +27,13 @@ import numpy as np
 
 from dots3_demo import ffmpeg
 from dots3_demo.engine.protocol import ChatEngine
-from dots3_demo.inspection import InspectionError, figures, inspect_file, interruption_points
+from dots3_demo.inspection import InspectionError, inspect_file, interruption_points
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Superseded
 from dots3_demo.inspection.video import K_MODES, VideoSettings
 from dots3_demo.profiles import Profile
-from dots3_demo.ui import views
+from dots3_demo.ui import figures, views
 from dots3_demo.ui.state import StudioState
 
 # Every output an event may update, in the order ``build_interface`` wires them.

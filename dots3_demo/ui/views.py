@@ -1,7 +1,7 @@
 """Text and table renderings of reports for the UI (plain strings and lists; no Gradio here).
 
 Everything returns Markdown, small HTML fragments or row lists, so handlers stay testable
-without a browser. Colours match ``dots3_demo.inspection.figures.COLORS``.
+without a browser. Colours match ``dots3_demo.ui.figures.COLORS``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dots3_demo.inspection.figures import COLORS
+from dots3_demo.ui.figures import COLORS
 from dots3_demo.ui.state import StudioState
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""dots3_demo.inspection.figures: pure matplotlib Figures of a report."""
+"""dots3_demo.ui.figures: pure matplotlib Figures of a report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from dots3_demo.inspection import VideoSettings, figures, inspect_file
+from dots3_demo.inspection import VideoSettings, inspect_file
+from dots3_demo.ui import figures
 
 
 @pytest.fixture(scope="module")
