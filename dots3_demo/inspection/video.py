@@ -29,7 +29,7 @@ from dots3_demo.inspection.errors import InspectionError, one_line
 from dots3_demo.inspection.probe import MediaProbe, require_kind
 from dots3_demo.profiles import Profile
 
-Progress = Callable[[float, str], None]
+Progress = Callable[[float, str], None]  # (fraction done, what is being done); the UI's progress bar too
 
 
 @dataclass

@@ -31,7 +31,7 @@ from dots3_demo.inspection import InspectionError, inspect_file, interruption_po
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Superseded
-from dots3_demo.inspection.video import K_MODES, VideoSettings
+from dots3_demo.inspection.video import K_MODES, Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import figures, views
 from dots3_demo.ui.state import StudioState
@@ -67,8 +67,6 @@ GETTING_STARTED = (
 
 SEQ_MIN, SEQ_MAX, SEQ_STEP = 1024, 131072, 256
 MAX_NEW_TOKENS_MAX = 32768
-
-ProgressFn = Callable[[float, str], None]
 
 
 @dataclass
@@ -309,7 +307,7 @@ def _outcome(profile: Profile, state: StudioState, inspected: Inspected) -> Outc
 
 
 def video_inspected(
-    profile: Profile, path: str | None, settings: VideoSettings, progress: ProgressFn | None = None,
+    profile: Profile, path: str | None, settings: VideoSettings, progress: Progress | None = None,
     *, limits: UploadLimits = UploadLimits(),
 ) -> Inspected:
     """Run vLLM's video preprocessing on ``path`` with ``settings`` (``None``: the video was cleared)."""
@@ -333,7 +331,7 @@ def video_inspected(
 
 
 def resolved_inspected(
-    profile: Profile, path: str | None, settings: VideoSettings, progress: ProgressFn | None = None,
+    profile: Profile, path: str | None, settings: VideoSettings, progress: Progress | None = None,
     *, limits: UploadLimits = UploadLimits(),
 ) -> Inspected:
     """A Budget control moved: re-plan the video at ``path`` (``None``: there is none, keep the settings)."""
@@ -409,7 +407,7 @@ def audio_inspected(profile: Profile, path: str | None, source: str = "file", *,
 
 def load_video(
     profile: Profile, state: StudioState, path: str | None, settings: VideoSettings,
-    progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits(),
+    progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
 ) -> Outcome:
     """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``.
 
@@ -419,7 +417,7 @@ def load_video(
 
 
 def resolve(
-    profile: Profile, state: StudioState, settings: VideoSettings, progress: ProgressFn | None = None,
+    profile: Profile, state: StudioState, settings: VideoSettings, progress: Progress | None = None,
     *, limits: UploadLimits = UploadLimits(),
 ) -> Outcome:
     """A Budget control moved: re-run the solver (vLLM's preprocessing) on the current video."""
@@ -473,7 +471,7 @@ def status_md(session: Inspections) -> str:
     return "  \n".join(lines) or IDLE_STATUS
 
 
-def _watching(progress: ProgressFn | None, job: Job) -> ProgressFn:
+def _watching(progress: Progress | None, job: Job) -> Progress:
     """``progress`` that also stops a superseded job at each report."""
     def report(fraction: float, text: str) -> None:
         job.raise_if_cancelled()
@@ -521,7 +519,7 @@ def _label(path: Any) -> str:
 
 
 def inspect_video(session: Inspections, profile: Profile, path: str | None, settings: VideoSettings,
-                  progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
+                  progress: Progress | None = None, *, limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
     """The video panel's upload (or clear), as the session's new video job."""
     return _run(session, profile, "video",
                 lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits),
@@ -529,7 +527,7 @@ def inspect_video(session: Inspections, profile: Profile, path: str | None, sett
 
 
 def inspect_settings(session: Inspections, profile: Profile, settings: VideoSettings,
-                     progress: ProgressFn | None = None, *, limits: UploadLimits = UploadLimits()
+                     progress: Progress | None = None, *, limits: UploadLimits = UploadLimits()
                      ) -> PanelUpdate | None:
     """A Budget control moved: re-plan the video the panel shows — or the one it is inspecting, whose
     job this supersedes so that it is planned with the new settings too."""
