@@ -9,7 +9,7 @@ import importlib.util
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from dots3_demo.inspection.audio import AudioReport, inspect_audio_probe
 from dots3_demo.inspection.errors import InspectionError
@@ -38,6 +38,28 @@ IMAGE_BLOCKS_MAX = 16  # Pillow's blocks are at most 16 MiB: at most 256 MiB kep
 
 
 
+# ``expected`` names the report's type: a panel that expects a video gets a VideoReport (or an InspectionError).
+# The unchecked form comes first: mypy types a call that matches no overload by the first one.
+@overload
+def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: None = ...,
+                 max_image_pixels: int = ..., limits: UploadLimits | None = ...,
+                 progress: Progress | None = ...) -> Report: ...
+@overload
+def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["image"],
+                 max_image_pixels: int = ..., limits: UploadLimits | None = ...,
+                 progress: Progress | None = ...) -> ImageReport: ...
+@overload
+def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["audio"],
+                 max_image_pixels: int = ..., limits: UploadLimits | None = ...,
+                 progress: Progress | None = ...) -> AudioReport: ...
+@overload
+def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["video"],
+                 max_image_pixels: int = ..., limits: UploadLimits | None = ...,
+                 progress: Progress | None = ...) -> VideoReport: ...
+@overload
+def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Kind | None = ...,
+                 max_image_pixels: int = ..., limits: UploadLimits | None = ...,
+                 progress: Progress | None = ...) -> Report: ...
 def inspect_file(
     path: str | Path,
     profile: Profile,

@@ -68,8 +68,9 @@ class ChatSettings:
 
 
 def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
-                           top_k: float, max_tokens: float, seed: float | None, repetition_penalty: float,
-                           tool_choice: str | None = "auto", *, min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
+                           top_k: float | str | None, max_tokens: float, seed: float | str | None,
+                           repetition_penalty: float, tool_choice: str | None = "auto", *,
+                           min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
     """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
 
     Never raises: an emptied number box or a value that is not a number (an API call can send

@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dots3_demo.engine.protocol import ChatEngine, EngineStatus, PromptTokens, SamplingSettings, ToolCall, TurnStats
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
 from dots3_demo.ui import views
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
+
+if TYPE_CHECKING:
+    from gradio.components.chatbot import MessageDict
 
 TOOL_PANEL_COLUMNS = ["name", "arguments", "status", "result"]
 TOOL_STATUS_SHOWN = {"writing": "writing…", "called": "waiting for result", "answered": "✓ answered"}
@@ -90,7 +93,7 @@ def engine_status(engine: ChatEngine | None, *, brief: bool = False) -> str:
 
 
 # ---------------------------------------------------------------- bubbles
-def chat_welcome(engine: ChatEngine | None) -> list[dict[str, str]]:
+def chat_welcome(engine: ChatEngine | None) -> list[MessageDict]:
     """The chat's first message."""
     if engine is None:
         return [{"role": "assistant", "content": ENGINE_HELP}]

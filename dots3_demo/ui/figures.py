@@ -9,7 +9,7 @@ budget bar, the timeline and the summary all speak the same language.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -18,8 +18,10 @@ from matplotlib.figure import Figure
 from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 
 if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
     from dots3_demo.inspection.audio import AudioReport
-    from dots3_demo.inspection.video import VideoReport
+    from dots3_demo.inspection.video import InterleaveGroup, VideoReport
 
 COLORS: dict[str, str] = {
     "text": "#10b981",  # green: prompt text, timestamps, markers
@@ -32,7 +34,7 @@ COLORS: dict[str, str] = {
 }
 MODALITY_LABELS = {"text": "text", "image": "image", "audio": "audio", "reserve": "output reserve", "free": "free"}
 
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.titleweight": "bold",
@@ -162,13 +164,13 @@ def fps_patch_figure(report: VideoReport, *, points: int = 101) -> Figure:
                 color=COLORS["limit"], fontweight="bold")
         ax.set_xlabel("quality scale")
         lines = ax.get_lines()[:1] + ax2.get_lines()[:1]
-        ax.legend(lines, [line.get_label() for line in lines], loc="lower right")
+        ax.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
         ax.set_title("fps and patch cap along the scale", loc="left", pad=14)
     return fig
 
 
 # ---------------------------------------------------------------- (c) interleave timeline
-def _group_span(report: VideoReport, group) -> tuple[float, float]:
+def _group_span(report: VideoReport, group: InterleaveGroup) -> tuple[float, float]:
     rate = report.sample_rate
     times = [report.frames[i].seconds for i in group.frames]
     starts, ends = list(times), [t + 0.4 for t in times]

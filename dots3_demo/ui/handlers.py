@@ -104,7 +104,7 @@ def control_number(value: Any, label: str, default: float, problems: list[str]) 
 
 
 def settings_from_controls(
-    seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float, audio_cap: float, k_mode: str
+    seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str
 ) -> VideoSettings:
     """The Budget tab's controls as vLLM's per-request video settings (validated later, by
     ``VideoSettings.validate``). Never raises: a value that is not a number (an API call can send

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import gradio as gr
 
@@ -27,19 +27,24 @@ from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import chat, chat_views, handlers, views
 from dots3_demo.ui.state import new_session
 
+if TYPE_CHECKING:
+    from gradio.components.chatbot import Message, MessageDict
+
 T = TypeVar("T")
 
 
 class Record:
     """A frozen dataclass of components (or of their values): one order, named fields."""
 
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each record (what fields() reads)
+
     def components(self) -> list[Any]:
         """The fields' values in field order (an event's inputs or outputs)."""
-        return [getattr(self, f.name) for f in fields(self)]  # type: ignore[arg-type]
+        return [getattr(self, f.name) for f in fields(self)]
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        return tuple(f.name for f in fields(cls))
 
     @classmethod
     def named(cls, values: Sequence[Any]) -> dict[str, Any]:
@@ -244,7 +249,8 @@ def render_chat(engine: ChatEngine | None, *, chat_on: bool, engine_status: str,
 
 
 def _render_conversation(engine: ChatEngine | None, *, chat_on: bool) -> dict[str, Any]:
-    chatbot = gr.Chatbot(chat_views.chat_welcome(engine), show_label=False, height=520, elem_id="chatbot",
+    welcome: list[MessageDict | Message] = list(chat_views.chat_welcome(engine))  # the Chatbot's own value type
+    chatbot = gr.Chatbot(welcome, show_label=False, height=520, elem_id="chatbot",
                          buttons=["copy"],
                          placeholder="The request the model gets = the media in the upload panels + your message, "
                                      "planned with the Budget tab.")
