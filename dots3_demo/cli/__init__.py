@@ -1,6 +1,9 @@
 """The command line: every flag of ``python app.py`` and of its sub-commands is defined here.
 
-- ``cli.inspect``: ``python app.py inspect FILE... --json`` (its flags and the command).
+- ``cli.studio``: ``python app.py``'s own flags, read after those in ``$DOTS3_STUDIO_ARGS``;
+- ``cli.limits``: the upload limits (``--max-file-size``, …), part of the studio's flags;
+- ``cli.inspect``: ``python app.py inspect FILE... --json`` (its flags and the command);
+- ``cli.parser``: what they share (argparse ``type=`` functions).
 
 This package imports nothing itself; import the module of the command you need.
 """

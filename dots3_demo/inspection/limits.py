@@ -1,7 +1,7 @@
 """Upload limits of the web app, checked on a file's header before any decoding work starts.
 
 ``UploadLimits`` is the one place the defaults live; ``python app.py`` exposes each field as a
-flag (``add_limit_arguments`` / ``limits_from_args``) and ``dots3_demo.ui`` passes the value
+flag (``dots3_demo.cli.limits``) and ``dots3_demo.ui`` passes the value
 down to the upload handlers, which hand it to ``inspect_file(..., limits=...)``. There
 ``check_limits`` runs on the ``MediaProbe`` — what PIL's lazy ``Image.open`` (image size) and
 PyAV's ``av.open`` (container and stream headers: duration, picture size; FFmpeg's stream-info
@@ -16,11 +16,9 @@ an upload. The ``inspect`` command line does not apply these limits (its user pi
 
 from __future__ import annotations
 
-import argparse
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import TypeVar, cast
+from dataclasses import dataclass
+from typing import cast
 
 from dots3_demo.inspection.errors import InspectionError
 from dots3_demo.inspection.probe import DEFAULT_MAX_IMAGE_PIXELS, MediaProbe
@@ -29,7 +27,7 @@ from dots3_demo.inspection.probe import DEFAULT_MAX_IMAGE_PIXELS, MediaProbe
 # clip is often 600.02 s. Durations within this slack of a limit pass.
 DURATION_SLACK_S = 0.5
 
-# The flag that sets each field (used in error messages and by ``add_limit_arguments``).
+# The flag that sets each field (used in error messages and by ``dots3_demo.cli.limits``).
 FLAGS: dict[str, str] = {
     "max_file_size": "--max-file-size",
     "max_video_seconds": "--max-video-seconds",
@@ -83,24 +81,6 @@ def parse_pixels(text: str | int) -> int:
         raise ValueError(f"{text!r} is not a pixel count like 50M or 50000000")
     number = float(match.group(1))
     return int(round(number * 1_000_000)) if match.group(2) else int(number)
-
-
-def _image_pixels(text: str) -> int:
-    """A ``--max-image-pixels`` value, in range (see ``UploadLimits``)."""
-    value = parse_pixels(text)
-    if not 0 < value <= DEFAULT_MAX_IMAGE_PIXELS:
-        raise ValueError(
-            f"the image limit must be between 1 and {DEFAULT_MAX_IMAGE_PIXELS:,} pixels "
-            f"(PIL's decompression-bomb limit), not {text!r}"
-        )
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(f"a duration limit must be positive, not {text!r}")
-    return value
 
 
 def _mb(size: int) -> str:
@@ -179,63 +159,3 @@ def check_limits(probe: MediaProbe, limits: UploadLimits) -> None:
             f"the {probe.kind} is {_minutes(probe.duration)} long ({probe.duration:,.1f} s), above this "
             f"server's limit of {seconds:g} s ({flag})"
         )
-
-
-# ---------------------------------------------------------------- command line
-T = TypeVar("T")
-
-
-def _flag_type(parse: Callable[[str], T], name: str) -> Callable[[str], T]:
-    """``parse`` as an argparse ``type=``: its ``ValueError`` message becomes the usage error."""
-
-    def convert(text: str) -> T:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = name
-    return convert
-
-
-def _file_size_text(text: str) -> str:
-    """Validate a ``--max-file-size`` value and keep its text (``"500mb"``)."""
-    parse_file_size(text)
-    return text.strip()
-
-
-def add_limit_arguments(group: argparse._ActionsContainer) -> None:
-    """Add one flag per ``UploadLimits`` field to ``group``; defaults come from the dataclass.
-
-    String defaults go through the flag's ``type`` (argparse does that), so ``--help`` shows them
-    as a user types them (vLLM's parser appends ``(default: …)`` to every help line).
-    """
-    d = UploadLimits()
-    w, h = d.max_video_resolution
-    group.add_argument(
-        FLAGS["max_file_size"], type=_flag_type(_file_size_text, "size"), default=d.max_file_size,
-        metavar="SIZE", help="largest upload, e.g. 200mb or 2gb (Gradio refuses bigger uploads)",
-    )
-    group.add_argument(
-        FLAGS["max_video_seconds"], type=_flag_type(_positive_seconds, "seconds"),
-        default=d.max_video_seconds, metavar="S", help="longest video accepted, in seconds",
-    )
-    group.add_argument(
-        FLAGS["max_video_resolution"], type=_flag_type(parse_resolution, "resolution"),
-        default=f"{w}x{h}", metavar="WxH", help="largest video picture, either orientation",
-    )
-    group.add_argument(
-        FLAGS["max_image_pixels"], type=_flag_type(_image_pixels, "pixels"),
-        default=f"{d.max_image_pixels / 1e6:g}M", metavar="N",
-        help=f"largest image in pixels, e.g. 50M or 12000000 (at most {DEFAULT_MAX_IMAGE_PIXELS:,}, "
-        "PIL's decompression-bomb limit)",
-    )
-    group.add_argument(
-        FLAGS["max_audio_seconds"], type=_flag_type(_positive_seconds, "seconds"),
-        default=d.max_audio_seconds, metavar="S", help="longest audio file or recording accepted, in seconds",
-    )
-
-
-def limits_from_args(ns: argparse.Namespace) -> UploadLimits:
-    """The ``UploadLimits`` the parsed flags describe (``ValueError`` if they are inconsistent)."""
-    return UploadLimits(**{f.name: getattr(ns, f.name) for f in fields(UploadLimits)})

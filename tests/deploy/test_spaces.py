@@ -77,11 +77,11 @@ def test_the_app_binds_where_a_space_tells_it(monkeypatch):
 
 def test_flags_from_the_environment_come_first(monkeypatch):
     """A Gradio Space cannot pass arguments: DOTS3_STUDIO_ARGS carries them; the command line wins."""
-    import app
+    from dots3_demo.cli import studio
 
-    monkeypatch.setenv(app.ENV_ARGS, "--endpoint http://gpu:8000/v1 --port 7001 --seq '65536'")
-    argv = app.arguments(["--port", "7002"])
+    monkeypatch.setenv(studio.ENV_ARGS, "--endpoint http://gpu:8000/v1 --port 7001 --seq '65536'")
+    argv = studio.arguments(["--port", "7002"])
     assert argv == ["--endpoint", "http://gpu:8000/v1", "--port", "7001", "--seq", "65536", "--port", "7002"]
-    args = app.parse_args(argv)
+    args = studio.parse_args(argv)
     assert (args.endpoint, args.port, args.seq) == ("http://gpu:8000/v1", 7002, 65536)
-    assert app.arguments(["inspect", "clip.mp4"]) == ["inspect", "clip.mp4"]  # the CLI takes files, not flags
+    assert studio.arguments(["inspect", "clip.mp4"]) == ["inspect", "clip.mp4"]  # the CLI takes files, not flags

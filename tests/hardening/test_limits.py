@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dots3_demo import vllm_compat
+from dots3_demo.cli.limits import limits_from_args
 from dots3_demo.inspection import InspectionError, inspect_file
 from dots3_demo.inspection import audio as audio_module
 from dots3_demo.inspection import image as image_module
@@ -26,7 +27,6 @@ from dots3_demo.inspection.limits import (
     FLAGS,
     UploadLimits,
     check_limits,
-    limits_from_args,
     parse_file_size,
     parse_pixels,
     parse_resolution,
