@@ -45,11 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return main_inspect(argv[1:])
     if argv and argv[0] == "smoke":
-        from dots3_demo.smoke import main_smoke
+        from dots3_demo.cli.smoke import main_smoke
 
         return main_smoke(argv[1:])
     args = parse_args(argv)
-    from dots3_demo.engine.cli import build_engine
+    from dots3_demo.cli.engine import build_engine
     from dots3_demo.profiles import ProfileError, load_profile
     from dots3_demo.ui import launch_app
 

@@ -1,7 +1,7 @@
 """``python app.py smoke [--model DIR] [engine flags]``: a GPU smoke test for operators.
 
 It starts vLLM in this process through the studio's own adapter (``InProcessEngine``, engine
-arguments from ``dots3_demo.engine.cli`` as for ``--engine inprocess``) and runs one turn of each:
+arguments built as for ``--engine inprocess``) and runs one turn of each:
 text, an image, an audio clip, a video with its sound track, and a tool call forced with vLLM's
 structured outputs (``tool_choice="required"``). For every turn it prints the engine's prompt
 tokens by modality next to the inspector's numbers for the same media (``inspect_file``, the
@@ -15,23 +15,22 @@ folder. Random weights make the words meaningless: counts and lifecycles are com
 
 Exit status: 0 when every count equals the inspector's and every turn ran its course; 1 on a
 mismatch, a failed turn or an engine that would not start; 2 when it cannot run here (no CUDA GPU,
-a ``--model`` that is not a usable local folder). Nothing runs at import.
+a ``--model`` that is not a usable local folder). Nothing runs at import. The command, its flags
+and its engine arguments are ``dots3_demo.cli.smoke``; this module is the test it runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dots3_demo.budget import VideoSettings
 from dots3_demo.engine.protocol import (
@@ -45,6 +44,9 @@ from dots3_demo.engine.protocol import (
 )
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import ASSETS_DIR, PREVIEW_PROFILE_DIR
+
+if TYPE_CHECKING:
+    from dots3_demo.inspection.probe import Kind
 
 EXAMPLES_DIR = ASSETS_DIR / "examples"
 TINY_MARKER = "Dots3 NOTE Studio smoke model: random weights (load_format=dummy). Not a checkpoint."
@@ -222,7 +224,7 @@ class SmokeTurn:
 
     name: str
     prompt: str
-    media: tuple[tuple[str, Path], ...] = ()
+    media: tuple[tuple[Kind, Path], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: str = "auto"
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -360,14 +362,14 @@ def turn_request(turn: SmokeTurn, items: Sequence[Any], seq: int) -> TurnRequest
 
 async def run_turn(engine: ChatEngine, turn: SmokeTurn, profile: Any, *, seq: int) -> TurnResult:
     """Inspect the turn's media, stream the turn through ``engine``, compare and check it."""
-    from dots3_demo.inspection import InspectionError, inspect_file
+    from dots3_demo.inspection import InspectionError, VideoReport, inspect_file
 
     settings = VideoSettings(seq=seq, max_new_tokens=turn.max_tokens)  # what the engine gets (mm kwargs)
     try:
         items = []
         for kind, path in turn.media:
             report = await asyncio.to_thread(inspect_file, path, profile, settings, expected=kind)
-            if kind == "video" and not report.audio_pad_tokens:
+            if isinstance(report, VideoReport) and not report.audio_pad_tokens:  # kind == "video"
                 return TurnResult(turn.name, problems=(
                     f"the inspector drops the sound track of {Path(path).name} ({report.audio.reason}): "
                     "this turn would not test the sound track",))
@@ -503,7 +505,7 @@ def gpu_problem() -> str | None:
     return None
 
 
-def _gpu_name() -> str:
+def gpu_name() -> str:
     try:
         from vllm.platforms import current_platform
 
@@ -513,59 +515,7 @@ def _gpu_name() -> str:
         return "a CUDA GPU"
 
 
-# Engine defaults of the smoke test that differ from vLLM's; a flag given on the command line wins.
-SMOKE_ENGINE_DEFAULTS: Mapping[str, Any] = {"enforce_eager": True}  # the verified path; quicker to start
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """``app.py smoke``'s flags: its own, then every vLLM engine flag (``dots3_demo.engine.cli``)."""
-    from dots3_demo.engine.cli import add_engine_cli_args, new_parser
-
-    parser = new_parser(
-        prog="app.py smoke",
-        description="GPU smoke test: runs one text, image, audio, video-with-sound and forced tool-call turn "
-        "through the studio's in-process vLLM engine and compares the engine's prompt tokens by modality "
-        "with the inspector's. Without --model it uses a tiny random-weight dots3_note "
-        "(load_format=dummy) written to a temp folder. Exit status 0 = all equal, 1 = a mismatch or a "
-        "failed turn, 2 = cannot run here (no GPU).",
-    )
-    group = parser.add_argument_group("smoke test")
-    group.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                       help=f"tokens to generate per turn (default {DEFAULT_MAX_TOKENS}; the forced tool call "
-                       f"gets at least {TOOL_MAX_TOKENS})")
-    group.add_argument("--keep-model", default=None, metavar="DIR",
-                       help="without --model: write the tiny model to DIR and keep it (default: a temp folder)")
-    add_engine_cli_args(parser)
-    for action in parser._actions:  # the studio's engine choice does not apply: smoke runs vLLM in-process
-        if action.dest in ("engine", "endpoint", "api_key", "remote_model"):
-            action.help = argparse.SUPPRESS
-    # --model: a local checkpoint folder (also read by the inspector), or none for the tiny model.
-    # gpu_memory_utilization / load_format: None = not given (the tiny model then gets its own).
-    parser.set_defaults(model=None, gpu_memory_utilization=None, load_format=None, **SMOKE_ENGINE_DEFAULTS)
-    return parser
-
-
-def smoke_engine_args(ns: argparse.Namespace, model_dir: Path, *, tiny: bool) -> Any:
-    """``AsyncEngineArgs`` from the command line, as ``--engine inprocess`` builds them (Dots defaults:
-    no processor cache, media limits), with the smoke test's defaults for what was not given."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
-
-    from dots3_demo.engine.cli import engine_args_from_namespace
-
-    values = dict(vars(ns))
-    values.update(engine="inprocess", endpoint=None, model=str(model_dir))
-    if values.get("load_format") is None:
-        values["load_format"] = "dummy" if tiny else AsyncEngineArgs.load_format
-    if values.get("gpu_memory_utilization") is None:
-        values["gpu_memory_utilization"] = (TINY_GPU_MEMORY_UTILIZATION if tiny
-                                            else AsyncEngineArgs.gpu_memory_utilization)
-    args = engine_args_from_namespace(argparse.Namespace(**values))
-    for name in ("load_format", "gpu_memory_utilization", "enforce_eager"):  # whichever flag set built them
-        setattr(args, name, values[name])
-    return args
-
-
-def _default_factory(engine_args: Any) -> Any:
+def engine_factory(engine_args: Any) -> Any:
     # Passed explicitly so the adapter does not tee this process's output (the web UI's load stage):
     # vLLM's log lines go straight to the terminal, and the table is never held in a pipe at exit.
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -573,7 +523,7 @@ def _default_factory(engine_args: Any) -> Any:
     return AsyncLLM.from_engine_args(engine_args)
 
 
-async def _start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn],
+async def start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn],
                          header: list[str]) -> SmokeReport | str:
     from dots3_demo.profiles import load_profile
 
@@ -591,52 +541,3 @@ async def _start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn
         return await run_smoke(engine, profile, turns, seq=seq, log=sys.stderr, header=header)
     finally:
         await engine.shutdown()
-
-
-def main_smoke(argv: Sequence[str]) -> int:
-    """``python app.py smoke``; returns the exit status."""
-    from dots3_demo.ffmpeg import wants_help
-
-    argv = list(argv)
-    if not wants_help(argv):
-        problem = gpu_problem()  # before anything heavy, and before vLLM's flags
-        if problem:
-            print(f"smoke: cannot run: {problem}", file=sys.stderr)
-            return 2
-    ns = build_parser().parse_args(argv)
-    if ns.endpoint or ns.engine not in (None, "inprocess"):
-        print("smoke: runs vLLM in this process; --engine/--endpoint do not apply", file=sys.stderr)
-        return 2
-    if ns.max_tokens < 2:
-        print("smoke: --max-tokens must be at least 2 (tokens/s needs two)", file=sys.stderr)
-        return 2
-
-    from dots3_demo.engine.inprocess import InProcessEngine
-    from dots3_demo.profiles import ProfileError, load_profile
-
-    with contextlib.ExitStack() as stack:
-        tiny = not ns.model
-        if tiny:
-            where = Path(ns.keep_model) if ns.keep_model else Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="dots3-smoke-")))
-            model_dir = write_tiny_model(where)
-            what = f"tiny random-weight dots3_note in {model_dir} (load_format=dummy: the words mean nothing)"
-        else:
-            model_dir = Path(ns.model).expanduser()
-            what = str(model_dir)
-        try:
-            load_profile(model_dir)  # the inspector must read the same folder: fail now, not after loading
-        except ProfileError as exc:
-            print(f"smoke: --model must be a local checkpoint folder the inspector can read: {exc}", file=sys.stderr)
-            return 2
-        engine_args = smoke_engine_args(ns, model_dir, tiny=tiny)
-        header = [f"smoke: model {what}", f"smoke: on {_gpu_name()}"]
-        for line in header:
-            print(line, file=sys.stderr, flush=True)
-        engine = InProcessEngine(engine_args, engine_factory=_default_factory)
-        outcome = asyncio.run(_start_and_run(engine, model_dir, default_turns(ns.max_tokens), header))
-    if isinstance(outcome, str):
-        print(f"smoke: FAILED — {outcome}", file=sys.stderr)
-        return 1
-    print(format_table(outcome), flush=True)
-    return exit_status(outcome)

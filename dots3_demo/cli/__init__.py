@@ -2,8 +2,11 @@
 
 - ``cli.studio``: ``python app.py``'s own flags, read after those in ``$DOTS3_STUDIO_ARGS``;
 - ``cli.limits``: the upload limits (``--max-file-size``, …), part of the studio's flags;
+- ``cli.engine``: ``--engine``, ``--endpoint`` and every vLLM engine flag, and the engine they ask for
+  (the studio's and ``smoke``'s);
 - ``cli.inspect``: ``python app.py inspect FILE... --json`` (its flags and the command);
-- ``cli.parser``: what they share (argparse ``type=`` functions).
+- ``cli.smoke``: ``python app.py smoke`` (its flags and the command; the test is ``dots3_demo.smoke``);
+- ``cli.parser``: what they share (vLLM's parser class, argparse ``type=`` functions).
 
 This package imports nothing itself; import the module of the command you need.
 """

@@ -1,4 +1,5 @@
-"""What every command's flags share: argparse ``type=`` functions.
+"""What every command's flags share: vLLM's parser class (:func:`new_parser`) and argparse ``type=``
+functions.
 
 A ``type=`` function turns a flag's text into its value; an ``argparse.ArgumentTypeError`` it
 raises becomes the usage error (``app.py: error: argument --flag: <message>``, exit status 2).
@@ -8,9 +9,24 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 T = TypeVar("T")
+
+
+def new_parser(**kwargs: Any) -> FlexibleArgumentParser:
+    """vLLM's ``FlexibleArgumentParser`` (accepts ``--flag=value``, ``--json-arg.key`` etc.).
+
+    vLLM keeps the keyword of ``--help=KEYWORD`` on the class, for every later parser of the process;
+    a new parser starts without one, so ``--help`` after ``--help=kv-cache`` prints the whole help.
+    """
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    FlexibleArgumentParser._search_keyword = None
+    return FlexibleArgumentParser(**kwargs)
 
 
 def flag_type(parse: Callable[[str], T], name: str) -> Callable[[str], T]:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from dots3_demo.cli.limits import add_limit_arguments
-from dots3_demo.cli.parser import count, seconds
+from dots3_demo.cli.parser import count, new_parser, seconds
 from dots3_demo.inspection.session import WORKER_MEMORY_BYTES, default_workers
 from dots3_demo.inspection.video import DEFAULT_SEQ
 
@@ -21,7 +21,7 @@ ENV_ARGS = "DOTS3_STUDIO_ARGS"
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Flags of the web app plus every vLLM engine flag (``python app.py inspect`` has its own)."""
-    from dots3_demo.engine.cli import add_engine_cli_args, new_parser
+    from dots3_demo.cli.engine import add_engine_cli_args
     from dots3_demo.engine.flag_cache import asks_for_help_only
     from dots3_demo.serving.defaults import DEFAULT_CLOSED_SESSION_TTL_S
 

@@ -171,7 +171,7 @@ def test_expose_matches_the_port_the_app_serves(exposed, entrypoint, cmd):
 
 def test_entrypoint_runs_app_py_and_passes_flags_through(entrypoint, cmd):
     import app
-    from dots3_demo.engine.cli import engine_mode
+    from dots3_demo.cli.engine import engine_mode
 
     assert entrypoint[:2] == ["python3", "app.py"], entrypoint
     assert engine_mode(app.parse_args(entrypoint[2:] + cmd)) == "none"  # no arguments: preview mode

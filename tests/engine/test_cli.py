@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from dots3_demo.engine.cli import add_engine_cli_args, build_engine, engine_args_from_namespace, engine_mode, new_parser
+from dots3_demo.cli.engine import add_engine_cli_args, build_engine, engine_args_from_namespace, engine_mode
+from dots3_demo.cli.parser import new_parser
 from dots3_demo.engine.remote import RemoteEngine
 
 

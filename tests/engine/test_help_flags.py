@@ -122,7 +122,7 @@ def test_a_keyword_search_does_not_narrow_later_help(records, monkeypatch, capsy
     assert "Arguments matching 'kv-cache'" in narrowed and "--max-file-size" not in narrowed
     whole = _printed_help(["--help"], capsys)
     assert "Arguments matching" not in whole and "--max-file-size" in whole and "--endpoint" in whole
-    from dots3_demo import smoke
+    from dots3_demo.cli import smoke
     assert "--keep-model" in smoke.build_parser().format_help()
 
 

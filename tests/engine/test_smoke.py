@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from dots3_demo import smoke
+from dots3_demo.cli import smoke as smoke_command
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR, load_profile
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
@@ -203,17 +204,17 @@ def test_count_rows_text_only_and_unexpected_media():
 # ---------------------------------------------------------------- the command
 @pytest.fixture(scope="module")
 def parser():
-    return smoke.build_parser()
+    return smoke_command.build_parser()
 
 
 def test_engine_args_defaults_and_flags(parser, tiny_dir):
-    tiny = smoke.smoke_engine_args(parser.parse_args(["--max-model-len", "4096"]), tiny_dir, tiny=True)
+    tiny = smoke_command.smoke_engine_args(parser.parse_args(["--max-model-len", "4096"]), tiny_dir, tiny=True)
     assert (tiny.model, tiny.load_format, tiny.enforce_eager) == (str(tiny_dir), "dummy", True)
     assert tiny.gpu_memory_utilization == smoke.TINY_GPU_MEMORY_UTILIZATION and tiny.max_model_len == 4096
     assert tiny.mm_processor_cache_gb == 0 and tiny.limit_mm_per_prompt == {"image": 8, "audio": 4, "video": 1}
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    given = smoke.smoke_engine_args(parser.parse_args(["--model", "/ckpt", "--gpu-memory-utilization", "0.5"]),
+    given = smoke_command.smoke_engine_args(parser.parse_args(["--model", "/ckpt", "--gpu-memory-utilization", "0.5"]),
                                     Path("/ckpt"), tiny=False)
     assert (given.load_format, given.gpu_memory_utilization) == (AsyncEngineArgs.load_format, 0.5)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dots3_demo.engine.cli import make_engine_args
+from dots3_demo.engine.args import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.app import _emit

@@ -3,45 +3,34 @@ engine flag (``AsyncEngineArgs.add_cli_args``, the same flags as ``vllm serve``)
 
 ``--model`` is vLLM's own flag: for the app it names a profile folder or a checkpoint; the
 engine is only built with ``--engine inprocess``. ``--engine`` defaults to ``remote`` when
-``--endpoint`` is given, else ``none`` (inspection-only).
+``--endpoint`` is given, else ``none`` (inspection-only). The engine arguments get the Dots
+defaults of ``dots3_demo.engine.args``.
 
 vLLM builds its own flags on every host: where it finds no device (the CUDA build without a GPU)
 ``vllm_compat.engine_flags_platform`` lets its config defaults instantiate. ``python app.py --help``
-alone shows the flags recorded by the last build (``flag_cache``): building them costs more than
-the rest of ``--help``.
+alone shows the flags recorded by the last build (``engine.flag_cache``): building them costs more
+than the rest of ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dots3_demo import vllm_compat
 from dots3_demo.engine import flag_cache
+from dots3_demo.engine.args import apply_dots_defaults
 from dots3_demo.engine.protocol import ChatEngine
-from dots3_demo.profiles import DEFAULT_MM_LIMITS
 
-logger = logging.getLogger(__name__)
-
-
-
-def new_parser(**kwargs: Any) -> argparse.ArgumentParser:
-    """vLLM's ``FlexibleArgumentParser`` (accepts ``--flag=value``, ``--json-arg.key`` etc.).
-
-    vLLM keeps the keyword of ``--help=KEYWORD`` on the class, for every later parser of the process;
-    a new parser starts without one, so ``--help`` after ``--help=kv-cache`` prints the whole help.
-    """
+if TYPE_CHECKING:
+    from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    FlexibleArgumentParser._search_keyword = None
-    return FlexibleArgumentParser(**kwargs)
 
-
-def add_engine_cli_args(parser: argparse.ArgumentParser, *, help_only: bool = False) -> argparse.ArgumentParser:
+def add_engine_cli_args(parser: FlexibleArgumentParser, *, help_only: bool = False) -> FlexibleArgumentParser:
     """Add ``--engine``, ``--endpoint``, ``--api-key`` and the vLLM engine flags to ``parser``.
 
-    Use a ``FlexibleArgumentParser`` (see :func:`new_parser`); vLLM's flags rely on it.
+    Use a ``FlexibleArgumentParser`` (see ``cli.parser.new_parser``); vLLM's flags rely on it.
     ``help_only``: the parser will only print its help (``flag_cache.asks_for_help_only``), so
     vLLM's flags may come from the record of the last build instead of vLLM's parser.
     """
@@ -65,7 +54,7 @@ def add_engine_cli_args(parser: argparse.ArgumentParser, *, help_only: bool = Fa
     return parser
 
 
-def add_vllm_engine_args(parser: argparse.ArgumentParser) -> None:
+def add_vllm_engine_args(parser: FlexibleArgumentParser) -> None:
     """vLLM's own engine flags (``AsyncEngineArgs.add_cli_args``), on any host; recorded for --help."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -82,12 +71,12 @@ def engine_mode(ns: argparse.Namespace) -> str:
     return "remote" if getattr(ns, "endpoint", None) else "none"
 
 
-def engine_args_from_namespace(ns: argparse.Namespace) -> Any | None:
+def engine_args_from_namespace(ns: argparse.Namespace) -> AsyncEngineArgs | None:
     """``AsyncEngineArgs`` for ``--engine inprocess`` (None in other modes).
 
-    Dots defaults: ``mm_processor_cache_gb=0`` unless given (then a warning),
-    ``limit_mm_per_prompt={"image": 8, "audio": 4, "video": 1}`` unless given, and per-request
-    spec-decode metrics (MTP acceptance) when ``--speculative-config`` is set.
+    Dots defaults (``engine.args.apply_dots_defaults``): ``mm_processor_cache_gb=0`` unless given
+    (then a warning), ``limit_mm_per_prompt={"image": 8, "audio": 4, "video": 1}`` unless given, and
+    per-request spec-decode metrics (MTP acceptance) when ``--speculative-config`` is set.
     """
     if engine_mode(ns) != "inprocess":
         return None
@@ -101,28 +90,6 @@ def engine_args_from_namespace(ns: argparse.Namespace) -> Any | None:
     ns_copy.mm_processor_cache_gb = 0 if cache is None else cache
     args = AsyncEngineArgs.from_cli_args(ns_copy)
     return apply_dots_defaults(args, limits_given=values.get("limit_mm_per_prompt") not in (None, {}))
-
-
-def apply_dots_defaults(args: Any, *, limits_given: bool) -> Any:
-    """The defaults dots3_note needs that vLLM's generic defaults get wrong."""
-    if not limits_given:
-        args.limit_mm_per_prompt = dict(DEFAULT_MM_LIMITS)
-    if (args.mm_processor_cache_gb or 0) > 0:
-        from dots3_demo.engine.inprocess import MM_CACHE_WARNING
-
-        logger.warning(MM_CACHE_WARNING)
-    if args.speculative_config and getattr(args, "per_request_spec_decode_metrics", "none") == "none":
-        args.per_request_spec_decode_metrics = "summary"
-    return args
-
-
-def make_engine_args(model: str, **overrides: Any) -> Any:
-    """Programmatic ``AsyncEngineArgs`` with the Dots defaults (``mm_processor_cache_gb=0``...)."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
-
-    overrides.setdefault("mm_processor_cache_gb", 0)
-    limits_given = "limit_mm_per_prompt" in overrides
-    return apply_dots_defaults(AsyncEngineArgs(model=model, **overrides), limits_given=limits_given)
 
 
 def build_engine(ns: argparse.Namespace) -> ChatEngine | None:

@@ -1,0 +1,139 @@
+"""``python app.py smoke [--model DIR] [engine flags]``: the GPU smoke test's flags and command.
+
+The flags are the smoke test's own (``--max-tokens``, ``--keep-model``) and every vLLM engine
+flag (``cli.engine``); the engine arguments are built as for ``--engine inprocess``, with the
+smoke test's defaults for what was not given. The test itself (the tiny model, the turns, the
+table) is ``dots3_demo.smoke``. Exit status: 0 = all equal, 1 = a mismatch or a failed turn,
+2 = it cannot run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dots3_demo.smoke import (
+    DEFAULT_MAX_TOKENS,
+    TINY_GPU_MEMORY_UTILIZATION,
+    TOOL_MAX_TOKENS,
+    default_turns,
+    engine_factory,
+    exit_status,
+    format_table,
+    gpu_name,
+    gpu_problem,
+    start_and_run,
+    write_tiny_model,
+)
+
+if TYPE_CHECKING:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+# Engine defaults of the smoke test that differ from vLLM's; a flag given on the command line wins.
+SMOKE_ENGINE_DEFAULTS: Mapping[str, Any] = {"enforce_eager": True}  # the verified path; quicker to start
+
+
+def build_parser() -> FlexibleArgumentParser:
+    """``app.py smoke``'s flags: its own, then every vLLM engine flag (``cli.engine``)."""
+    from dots3_demo.cli.engine import add_engine_cli_args
+    from dots3_demo.cli.parser import new_parser
+
+    parser = new_parser(
+        prog="app.py smoke",
+        description="GPU smoke test: runs one text, image, audio, video-with-sound and forced tool-call turn "
+        "through the studio's in-process vLLM engine and compares the engine's prompt tokens by modality "
+        "with the inspector's. Without --model it uses a tiny random-weight dots3_note "
+        "(load_format=dummy) written to a temp folder. Exit status 0 = all equal, 1 = a mismatch or a "
+        "failed turn, 2 = cannot run here (no GPU).",
+    )
+    group = parser.add_argument_group("smoke test")
+    group.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                       help=f"tokens to generate per turn (default {DEFAULT_MAX_TOKENS}; the forced tool call "
+                       f"gets at least {TOOL_MAX_TOKENS})")
+    group.add_argument("--keep-model", default=None, metavar="DIR",
+                       help="without --model: write the tiny model to DIR and keep it (default: a temp folder)")
+    add_engine_cli_args(parser)
+    for action in parser._actions:  # the studio's engine choice does not apply: smoke runs vLLM in-process
+        if action.dest in ("engine", "endpoint", "api_key", "remote_model"):
+            action.help = argparse.SUPPRESS
+    # --model: a local checkpoint folder (also read by the inspector), or none for the tiny model.
+    # gpu_memory_utilization / load_format: None = not given (the tiny model then gets its own).
+    parser.set_defaults(model=None, gpu_memory_utilization=None, load_format=None, **SMOKE_ENGINE_DEFAULTS)
+    return parser
+
+
+def smoke_engine_args(ns: argparse.Namespace, model_dir: Path, *, tiny: bool) -> AsyncEngineArgs:
+    """``AsyncEngineArgs`` from the command line, as ``--engine inprocess`` builds them (Dots defaults:
+    no processor cache, media limits), with the smoke test's defaults for what was not given."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from dots3_demo.cli.engine import engine_args_from_namespace
+
+    values = dict(vars(ns))
+    values.update(engine="inprocess", endpoint=None, model=str(model_dir))
+    if values.get("load_format") is None:
+        values["load_format"] = "dummy" if tiny else AsyncEngineArgs.load_format
+    if values.get("gpu_memory_utilization") is None:
+        values["gpu_memory_utilization"] = (TINY_GPU_MEMORY_UTILIZATION if tiny
+                                            else AsyncEngineArgs.gpu_memory_utilization)
+    args = engine_args_from_namespace(argparse.Namespace(**values))
+    assert args is not None  # --engine inprocess with a --model: always built
+    for name in ("load_format", "gpu_memory_utilization", "enforce_eager"):  # whichever flag set built them
+        setattr(args, name, values[name])
+    return args
+
+
+def main_smoke(argv: Sequence[str]) -> int:
+    """``python app.py smoke``; returns the exit status."""
+    from dots3_demo.ffmpeg import wants_help
+
+    argv = list(argv)
+    if not wants_help(argv):
+        problem = gpu_problem()  # before anything heavy, and before vLLM's flags
+        if problem:
+            print(f"smoke: cannot run: {problem}", file=sys.stderr)
+            return 2
+    ns = build_parser().parse_args(argv)
+    if ns.endpoint or ns.engine not in (None, "inprocess"):
+        print("smoke: runs vLLM in this process; --engine/--endpoint do not apply", file=sys.stderr)
+        return 2
+    if ns.max_tokens < 2:
+        print("smoke: --max-tokens must be at least 2 (tokens/s needs two)", file=sys.stderr)
+        return 2
+
+    from dots3_demo.engine.inprocess import InProcessEngine
+    from dots3_demo.profiles import ProfileError, load_profile
+
+    with contextlib.ExitStack() as stack:
+        tiny = not ns.model
+        if tiny:
+            where = Path(ns.keep_model) if ns.keep_model else Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="dots3-smoke-")))
+            model_dir = write_tiny_model(where)
+            what = f"tiny random-weight dots3_note in {model_dir} (load_format=dummy: the words mean nothing)"
+        else:
+            model_dir = Path(ns.model).expanduser()
+            what = str(model_dir)
+        try:
+            load_profile(model_dir)  # the inspector must read the same folder: fail now, not after loading
+        except ProfileError as exc:
+            print(f"smoke: --model must be a local checkpoint folder the inspector can read: {exc}", file=sys.stderr)
+            return 2
+        engine_args = smoke_engine_args(ns, model_dir, tiny=tiny)
+        header = [f"smoke: model {what}", f"smoke: on {gpu_name()}"]
+        for line in header:
+            print(line, file=sys.stderr, flush=True)
+        engine = InProcessEngine(engine_args, engine_factory=engine_factory)
+        outcome = asyncio.run(start_and_run(engine, model_dir, default_turns(ns.max_tokens), header))
+    if isinstance(outcome, str):
+        print(f"smoke: FAILED — {outcome}", file=sys.stderr)
+        return 1
+    print(format_table(outcome), flush=True)
+    return exit_status(outcome)
