@@ -10,13 +10,17 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import gradio as gr
+import numpy as np
 from gradio import processing_utils
+from gradio.blocks import Block
+from gradio.events import Dependency
 from gradio.utils import get_upload_folder
 from PIL import Image
 
@@ -25,6 +29,7 @@ from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import keep_image_blocks
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import default_workers
+from dots3_demo.inspection.video import Progress
 from dots3_demo.profiles import Profile
 from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
@@ -101,7 +106,7 @@ def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None)
     return (update.state, _with_note(update.status, engine), *updates)
 
 
-def _progress_adapter(progress: gr.Progress):
+def _progress_adapter(progress: gr.Progress) -> Progress:
     def report(fraction: float, text: str) -> None:
         progress(fraction, desc=text)
 
@@ -113,36 +118,38 @@ def _progress_adapter(progress: gr.Progress):
 # The Budget parameters of on_video/on_settings are named and ordered as layout.BudgetControls' fields
 # (Gradio passes an event's inputs in order; tests/ui/test_wiring.py checks the names agree).
 # ``inspections`` is the visitor's InspectionSession (a gr.State): see _setup_inspection.
-def on_video(profile: Profile, inspections: Inspections, path: str | None, seq, reserve_auto, reserve,
-             max_new_tokens, audio_cap, k_mode, progress=gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-             engine: ChatEngine | None = None):
+def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: float, reserve_auto: bool,
+             reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
+             progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+             engine: ChatEngine | None = None) -> tuple[Any, ...]:
     settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
     return _emit(handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
                                         limits=limits), engine)
 
 
-def on_settings(profile: Profile, inspections: Inspections, seq, reserve_auto, reserve, max_new_tokens, audio_cap,
-                k_mode, progress=gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-                engine: ChatEngine | None = None):
+def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_auto: bool, reserve: float,
+                max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
+                progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+                engine: ChatEngine | None = None) -> tuple[Any, ...]:
     settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
     return _emit(handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
                                            limits=limits), engine)
 
 
-def on_images(profile: Profile, inspections: Inspections, paths, *, limits: UploadLimits = UploadLimits(),
-              engine: ChatEngine | None = None):
+def on_images(profile: Profile, inspections: Inspections, paths: Sequence[str] | str | None, *,
+              limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
     return _emit(handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
 
 
-def on_audio_file(profile: Profile, inspections: Inspections, path, *, limits: UploadLimits = UploadLimits(),
-                  engine: ChatEngine | None = None):
+def on_audio_file(profile: Profile, inspections: Inspections, path: str | None, *,
+                  limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
     return _emit(handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
 
 
-def on_audio_mic(profile: Profile, inspections: Inspections, path, *, limits: UploadLimits = UploadLimits(),
-                 engine: ChatEngine | None = None):
+def on_audio_mic(profile: Profile, inspections: Inspections, path: str | None, *,
+                 limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
     return _emit(handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
 
 
@@ -156,7 +163,7 @@ def on_settings_arrive(engine: ChatEngine | None, inspections: Inspections) -> s
     return _with_note(handlers.announce_settings(inspections), engine)
 
 
-def on_images_arrive(engine: ChatEngine | None, inspections: Inspections, paths) -> str:
+def on_images_arrive(engine: ChatEngine | None, inspections: Inspections, paths: Sequence[str] | str | None) -> str:
     return _with_note(handlers.announce_images(inspections, paths), engine)
 
 
@@ -181,11 +188,11 @@ def on_figures(inspections: Inspections) -> tuple[Any, ...]:
     return tuple(drawn[key] if key in drawn else gr.skip() for key in handlers.FIGURE_KEYS)
 
 
-def on_segment(state: StudioState, index):
+def on_segment(state: StudioState, index: int | None) -> tuple[int, np.ndarray] | None:
     return handlers.segment_audio(state, index)
 
 
-def on_group_select(state: StudioState, evt: gr.SelectData):
+def on_group_select(state: StudioState, evt: gr.SelectData) -> int | dict[str, Any]:
     """A row of the groups table was clicked: pick that group's audio segment."""
     report = state.video
     if report is None or evt.index is None:
@@ -198,11 +205,12 @@ def on_group_select(state: StudioState, evt: gr.SelectData):
     return gr.skip() if audio is None else audio
 
 
-def on_reserve_auto(auto: bool):
+def on_reserve_auto(auto: bool) -> gr.Slider:
     return gr.Slider(interactive=not auto)
 
 
-async def _relay(engine: ChatEngine | None, replies: Any):
+async def _relay(engine: ChatEngine | None,
+                 replies: AsyncGenerator[chat.ChatView, None]) -> AsyncGenerator[tuple[Any, ...], None]:
     """Chat views → one ``layout.ChatStream`` of values per step, in the event's output order.
 
     The Send button is not an output of the streaming event: ``lock_send`` disables it before the
@@ -219,7 +227,7 @@ async def _relay(engine: ChatEngine | None, replies: Any):
             yield tuple(step.components())
 
 
-def lock_send(engine: ChatEngine | None):
+def lock_send(engine: ChatEngine | None) -> dict[str, Any] | gr.Button:
     """Disable Send while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
     return gr.skip() if engine is None else gr.Button(interactive=False)
 
@@ -230,7 +238,7 @@ def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
 
 
 async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
-                  message: str, *controls):
+                  message: str, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
     session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_message(engine, studio, session, message, settings)
@@ -240,7 +248,7 @@ async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioS
 
 
 async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
-                        session: ChatSession, _box: str, *controls):
+                        session: ChatSession, _box: str, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
     session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.regenerate(engine, studio, session, settings)
@@ -250,7 +258,7 @@ async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: S
 
 
 async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
-                         result: str, *controls):
+                         result: str, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
     session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, result=result)
@@ -260,7 +268,7 @@ async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: 
 
 
 async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
-                      session: ChatSession, _box: str, *controls):
+                      session: ChatSession, _box: str, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
     session = current_session(session)  # cleared since it was written: the empty chat
     settings = _chat_settings(pacer, controls)
     replies = chat.send_tool_results(engine, studio, session, settings, run_examples=True)
@@ -269,7 +277,7 @@ async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: Stu
             yield outputs
 
 
-def on_chat_settle(engine: ChatEngine | None, session: ChatSession):
+def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
     """After a chat event ends or is stopped: re-show the session and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
@@ -286,7 +294,7 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession):
     return (*step.components(), gr.Button(interactive=True))
 
 
-def on_clear(session: ChatSession):
+def on_clear(session: ChatSession) -> tuple[list[Any], ChatSession, list[Any], str]:
     fresh = clear_session(session)
     return [], fresh, [], ""
 
@@ -305,7 +313,7 @@ def engine_watch_active(engine: ChatEngine | None) -> bool:
     return engine is not None and engine.status.state == "loading"
 
 
-def on_engine_tick(profile: Profile, engine: ChatEngine | None):
+def on_engine_tick(profile: Profile, engine: ChatEngine | None) -> tuple[str, str, gr.Timer]:
     """Page load and, while the engine loads, every second: the status line, the header, the timer."""
     return (chat_views.engine_status(engine), header_view(profile, engine),
             gr.Timer(active=engine_watch_active(engine)))
@@ -381,13 +389,34 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
 
 
 # ---------------------------------------------------------------- wiring
+class _Options(TypedDict, total=False):
+    """Options several event listeners share (``**``-passed to ``.change``, ``.then``, ``.load`` …), with the
+    types Gradio's listeners declare for them."""
+
+    outputs: Block | Sequence[Block] | None
+    queue: bool
+    show_progress: Literal["full", "minimal", "hidden"]
+    api_visibility: Literal["public", "private", "undocumented"]
+    js: str | None
+    concurrency_limit: int | None | Literal["default"]
+    concurrency_id: str | None
+
+
+class _Listen(_Options, total=False):
+    """``_Options`` with the function and its inputs: a whole listener's arguments."""
+
+    fn: Callable[..., Any] | None
+    inputs: Block | Sequence[Block] | None
+    trigger_mode: Literal["once", "multiple", "always_last"] | None
+
+
 def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
                   pacer: StreamPacer, inspect_workers: int) -> None:
     _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
     _setup_chat(page, engine, pacer=pacer)
-    engine_watch = dict(fn=partial(on_engine_tick, profile, engine), inputs=None,
-                        outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
-                        api_visibility="private", queue=False, show_progress="hidden")
+    engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
+                           outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
+                           api_visibility="private", queue=False, show_progress="hidden")
     demo.load(**engine_watch)
     page.chat.engine_timer.tick(**engine_watch)
 
@@ -413,16 +442,17 @@ def _setup_inspection(page: _Page, profile: Profile, engine: ChatEngine | None, 
     shared_out = [state, uploads.status, *(outputs[key] for key in handlers.SHARED_KEYS)]
     figure_out = [outputs[key] for key in handlers.FIGURE_KEYS]
     controls = budget.components()  # on_video / on_settings take them by these names, in this order
-    arrives = dict(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
+    arrives = _Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
 
-    def inspect(arrived: Any, fn: Any, inputs: list[Any], *, api_name: str, progress_on: list[Any], **kwargs: Any):
+    def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
+                progress_on: list[Any], **kwargs: Any) -> None:
         # "multiple": a second upload's inspection starts while the first's runs (and supersedes it);
         # "always_last": the steps after it draw whatever is latest, so pending ones coalesce.
         main = arrived.then(fn, [inspections, *inputs], panel_out, api_name=api_name, concurrency_limit=workers,
                             concurrency_id="inspect", show_progress_on=progress_on, trigger_mode="multiple",
                             **kwargs)
-        after = dict(inputs=inspections, show_progress="hidden", api_visibility="private", trigger_mode="always_last",
-                     js=AFTER_THE_PICTURES_JS)
+        after = _Listen(inputs=inspections, show_progress="hidden", api_visibility="private",
+                        trigger_mode="always_last", js=AFTER_THE_PICTURES_JS)
         main.then(partial(on_inspected, profile, engine), outputs=shared_out, api_name=f"{api_name}_shown",
                   concurrency_limit=1, concurrency_id="inspect-shown", **after)
         main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
@@ -477,9 +507,10 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
     tool_out = replace(chat_out, box=tools.result)
     chat_in = [page.state, panel.session, panel.box, *controls]
     tool_in = [page.state, panel.session, tools.result, *controls]
-    chat_common = dict(concurrency_limit=chat_concurrency(engine), concurrency_id="chat", show_progress="minimal")
-    locked = dict(fn=partial(lock_send, engine), inputs=None, outputs=panel.send, queue=False,
-                  api_visibility="private", show_progress="hidden")
+    chat_common = _Options(concurrency_limit=chat_concurrency(engine), concurrency_id="chat",
+                           show_progress="minimal")
+    locked = _Listen(fn=partial(lock_send, engine), inputs=None, outputs=panel.send, queue=False,
+                     api_visibility="private", show_progress="hidden")
     streams = (  # (trigger, callback, inputs, outputs, API name, visibility)
         (panel.send.click, on_chat, chat_in, chat_out, "chat", "public"),
         (panel.box.submit, on_chat, chat_in, chat_out, "chat_submit", "private"),
@@ -523,7 +554,7 @@ def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
 def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,
                seq: int, limits: UploadLimits = UploadLimits(),
                closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S, start_engine: bool = False,
-               inspect_workers: int | None = None, **launch_kwargs: Any):
+               inspect_workers: int | None = None, **launch_kwargs: Any) -> gr.Blocks | tuple[Any, str, str]:
     """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed).
 
     ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest);
