@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV_SCRIPT = ROOT / "scripts" / "cpu_engine_env.sh"
 START_TIMEOUT_S = 420  # vLLM's CPU engine starts in ~45-90 s on 2 cores; a loaded CI box is slower
+STUDIO_NICENESS = 10  # see ``studio``
 ENGINE_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: the tiny model needs little
     "GRADIO_ANALYTICS_ENABLED": "False",
@@ -123,9 +124,14 @@ def _child(command: list[str], url: str, log: Path, env: dict[str, str] | None =
 @contextlib.contextmanager
 def studio(python: str, model: Path, log: Path, *extra: str, max_model_len: int = 1024,
            max_num_seqs: int = 4, env: dict[str, str] | None = None) -> Iterator[Process]:
-    """``app.py`` with a real in-process vLLM engine on the tiny model (not waited for: see ``ready``)."""
+    """``app.py`` with a real in-process vLLM engine on the tiny model (not waited for: see ``ready``).
+
+    It runs at a lower CPU priority (``nice``): vLLM's CPU engine keeps a core busy while it decodes,
+    and on a 2-core box the browser that drives the studio in a test, which on a visitor's machine has
+    cores of its own, was seen starved for tens of seconds (a click handled after the reply ended)."""
     port = free_port()
-    command = [python, "app.py", "--model", str(model), "--engine", "inprocess", "--load-format", "dummy",
+    command = ["nice", "-n", str(STUDIO_NICENESS), python, "app.py", "--model", str(model), "--engine", "inprocess",
+               "--load-format", "dummy",
                "--dtype", "bfloat16", "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
                "--host", "127.0.0.1", "--port", str(port), *extra]
     with _child(command, f"http://127.0.0.1:{port}", log, env) as child:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.serving.cancels import guard_cancels
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +123,9 @@ def mount_health_routes(app: Any, engine: ChatEngine | None, profile_name: str) 
 
 def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine | None, profile_name: str, *,
                            start_engine: bool = False) -> dict[str, Any]:
-    """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up
-    (and, with ``start_engine``, begins loading the engine in the background on the server's loop).
+    """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up, puts
+    the late-Stop guard in front of Gradio's ``/cancel`` (``dots3_demo.serving.cancels``) and, with
+    ``start_engine``, begins loading the engine in the background on the server's loop.
 
     ``launch()`` builds a new FastAPI app each time; its lifespan runs before uvicorn serves a
     request, so the routes are there from the first probe. A lifespan already in ``app_kwargs``
@@ -136,6 +138,7 @@ def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[Any]:
         mount_health_routes(app, engine, profile_name)
+        guard_cancels(app)
         if start_engine and engine is not None and engine.status.state == "idle":
             task = asyncio.get_running_loop().create_task(_start_quietly(engine))
             starting.add(task)
