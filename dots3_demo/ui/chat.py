@@ -395,7 +395,8 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         error = {"role": "assistant", "content": f"{detail}\n\n{tail}", "metadata": {"title": title, "status": "done"}}
         return ChatView(replace(kept, display=kept.display + (error,)), figures, done=True)
 
-    pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"))
+    pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"),
+                                          render_chars_per_s=float("inf"))  # only the interval asked for
     stream = engine.stream_turn(turn)
     try:
         with pacer.streaming():

@@ -81,8 +81,8 @@ def _count_views(pacer: StreamPacer, deltas: int) -> list[chat.ChatView]:
 
 
 def test_busy_app_sends_fewer_updates_per_reply_and_loses_nothing():
-    quiet = _count_views(StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9), 60)
-    busy_pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=10.0)
+    quiet = _count_views(StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9, render_chars_per_s=1e9), 60)
+    busy_pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=10.0, render_chars_per_s=1e9)
     busy_pacer.active = 9  # nine other replies in flight: 1 s between this reply's updates
     busy = _count_views(busy_pacer, 60)
     expected = "".join(f"w{i} " for i in range(60))
@@ -98,7 +98,7 @@ def test_streamed_steps_carry_no_component_updates():
     step): Send is disabled by ``lock_send`` before the event and re-enabled by the settle step."""
     double = ScriptedAsyncLLM([f"w{i} " for i in range(12)], delay_s=0.002)
     engine = _engine(double)
-    pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9)
+    pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9, render_chars_per_s=1e9)
 
     async def main():
         agen = ui_app.on_chat(engine, pacer, initial_state(SEQ), new_session(), "hi",
