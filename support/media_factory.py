@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from fractions import Fraction
 from pathlib import Path
 
@@ -123,3 +125,13 @@ def make_image(path: Path, *, width: int = 640, height: int = 480, mode: str = "
         image = image.convert(mode)
     image.save(path)
     return path
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims ``width``×``height`` (a decompression bomb's header)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16))
+            + chunk(b"IEND", b""))

@@ -23,7 +23,6 @@ import shutil
 import struct
 import subprocess
 import wave
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from PIL import Image
 
 from support import media_factory
 from support.doubles import RecordingRenderer, ScriptedAsyncLLM
+from support.media_factory import png_claiming
 
 # A message is not "clear" when it shows any of these (a traceback, a bare class name, a repr).
 UNCLEAR_MARKERS = ("Traceback", "KeyError", "IndexError", "TypeError", "AttributeError", "RuntimeError",
@@ -61,14 +61,6 @@ def assert_clear(message: str | None, mentions: Iterable[str]) -> None:
 
 
 # ---------------------------------------------------------------- media
-def _png_claiming(width: int, height: int) -> bytes:
-    """A tiny PNG whose header claims ``width``×``height`` (a decompression bomb's header)."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16))
-            + chunk(b"IEND", b""))
 
 
 def write_pcm_wav(path: Path, samples: np.ndarray, rate: int) -> Path:
@@ -153,7 +145,7 @@ def build_media(root: Path) -> dict[str, Path]:
     put("truncated.png", big[: len(big) // 2])
     put("zero.png", b"")
     put("notes.png", b"not an image at all\n" * 8)
-    put("bomb.png", _png_claiming(100_000, 100_000))
+    put("bomb.png", png_claiming(100_000, 100_000))
     # ---- audio
     files["tone.wav"] = write_pcm_wav(root / "tone.wav", _tone(1.0, 16000), 16000)
     files["silent.wav"] = write_pcm_wav(root / "silent.wav", np.zeros(16000, np.float32), 16000)

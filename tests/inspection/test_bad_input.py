@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import shutil
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +12,13 @@ from PIL import Image
 
 from dots3_demo.inspection import InspectionError, inspect_file
 from support import media_factory
+from support.media_factory import png_claiming
 from tests.inspection.conftest import run_cli
 
 CLASS_NAMES = ("Traceback", "KeyError", "IndexError", "RuntimeError", "ValueError", "OSError",
                "Exception", "<_io.", " object at 0x")
 
 
-def _png_claiming(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16))
-            + chunk(b"IEND", b""))
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +63,7 @@ def bad(media_dir: Path) -> dict[str, Path]:
     frames[0].save(d / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
     files["anim.gif"] = d / "anim.gif"
     files["big.png"] = media_factory.make_image(d / "big.png", width=1200, height=1000)
-    put("huge_header.png", _png_claiming(100_000, 100_000))
+    put("huge_header.png", png_claiming(100_000, 100_000))
     trunc = files["big.png"].read_bytes()
     put("truncated.png", trunc[: len(trunc) // 2])
     # MPEG-1 elementary stream: PIL "identifies" it as an image but cannot decode it

@@ -6,35 +6,24 @@ loader, Gradio — with no decompression-bomb limit. Now the probe changes nothi
 
 from __future__ import annotations
 
-import struct
 import sys
 import threading
 import warnings
-import zlib
 
 import pytest
 from PIL import Image
 
 from dots3_demo.inspection import InspectionError, inspect_file, probe_file
-
-
-def _png_claiming(width: int, height: int) -> bytes:
-    """A tiny PNG whose header claims ``width``×``height`` (a decompression bomb's header)."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 16))
-            + chunk(b"IEND", b""))
+from support.media_factory import png_claiming
 
 
 def test_probing_images_on_many_threads_never_touches_pils_global_limit(tmp_path, profile):
     """The probe used to lift ``Image.MAX_IMAGE_PIXELS`` for each call; on threads side by side one call
     restored another's lifted value and left the process with no decompression-bomb limit at all."""
     bomb = tmp_path / "bomb.png"
-    bomb.write_bytes(_png_claiming(100_000, 100_000))
+    bomb.write_bytes(png_claiming(100_000, 100_000))
     big = tmp_path / "big.png"
-    big.write_bytes(_png_claiming(10_000, 10_000))  # 100 M pixels: above PIL's warning, under its error
+    big.write_bytes(png_claiming(10_000, 10_000))  # 100 M pixels: above PIL's warning, under its error
     photo = tmp_path / "photo.png"
     Image.new("RGB", (64, 48), (10, 20, 30)).save(photo)
     original = Image.MAX_IMAGE_PIXELS
@@ -79,7 +68,7 @@ def test_probing_images_on_many_threads_never_touches_pils_global_limit(tmp_path
 def test_pils_own_limit_still_guards_everything_else(tmp_path):
     """What the probe leaves in place: Image.open (vLLM's and Gradio's loaders) still refuses a bomb."""
     bomb = tmp_path / "bomb.png"
-    bomb.write_bytes(_png_claiming(100_000, 100_000))
+    bomb.write_bytes(png_claiming(100_000, 100_000))
     with pytest.raises(InspectionError, match="megapixels"):
         probe_file(bomb)
     with pytest.raises(Image.DecompressionBombError):
