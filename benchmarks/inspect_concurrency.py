@@ -50,6 +50,7 @@ The machine's load average is printed before and after: other work on a shared b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -63,6 +64,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks import gradio_queue
 from dots3_demo.inspection.session import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,37 +181,23 @@ class Endpoint:
 
     async def upload(self, http: Any, video: Path) -> float:
         """Seconds from the upload's start to the endpoint's result; raises unless the frames came."""
-        import json
-        import uuid
-
-        session = uuid.uuid4().hex[:11]  # a session of its own, as a new tab
+        session = gradio_queue.new_session()  # a session of its own, as a new tab
         started = time.perf_counter()
         with video.open("rb") as handle:
             sent = await http.post(f"{self.url}/gradio_api/upload", files={"files": (video.name, handle, "video/mp4")})
         sent.raise_for_status()
-        join = await http.post(f"{self.url}/gradio_api/queue/join", json={
-            "data": self.payload(sent.json()[0], video), "event_data": None, "fn_index": self.fn_index,
-            "trigger_id": None, "session_hash": session})
-        join.raise_for_status()
-        async with http.stream("GET", f"{self.url}/gradio_api/queue/data", params={"session_hash": session}) as stream:
-            buffer = ""
-            async for chunk in stream.aiter_text():
-                buffer += chunk
-                while "\n\n" in buffer:
-                    line, buffer = buffer.split("\n\n", 1)
-                    if not line.startswith("data:"):
-                        continue
-                    message = json.loads(line[5:])
-                    if message.get("msg") != "process_completed":
-                        continue
-                    seconds = time.perf_counter() - started
-                    output = message.get("output") or {}
-                    data = output.get("data") or []
-                    status = data[self.status_at] if data else output
-                    if not message.get("success") or f"✓ **{video.name}**" not in str(status) \
-                            or not data[self.gallery_at]:
-                        raise RuntimeError(f"{video.name}: no frames ({str(status)[:160]!r})")
-                    return seconds
+        await gradio_queue.join(http, self.url, self.fn_index, self.payload(sent.json()[0], video), session)
+        replies = gradio_queue.messages(http, self.url, session, clock=time.perf_counter)
+        async with contextlib.aclosing(replies) as stream:
+            async for now, message in stream:
+                if message.get("msg") != "process_completed":
+                    continue
+                output = message.get("output") or {}
+                data = output.get("data") or []
+                status = data[self.status_at] if data else output
+                if not message.get("success") or f"✓ **{video.name}**" not in str(status) or not data[self.gallery_at]:
+                    raise RuntimeError(f"{video.name}: no frames ({str(status)[:160]!r})")
+                return now - started
         raise RuntimeError(f"{video.name}: the event stream ended without a result")
 
 

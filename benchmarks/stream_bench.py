@@ -5,8 +5,9 @@ here) emits tokens at 200 / 2,000 / 10,000 tokens/s behind the real ``InProcessE
 splitter + vLLM's DotsToolParser run on every delta). The real app runs in a child process on
 127.0.0.1. Each session is a browser-like client on one asyncio loop: it POSTs Gradio's
 ``queue/join`` for ``/chat``, reads the ``queue/data`` event stream and applies the diffs, as the
-browser's JavaScript client does. (``gradio_client`` is not used: it polls its message queue every
-50 ms and busy-waits per job, which measured its own latency, not the app's.) Every token is
+browser's JavaScript client does (``benchmarks/gradio_queue.py``; ``gradio_client`` is not used: it
+polls its message queue every 50 ms and busy-waits per job, which measured its own latency, not the
+app's). Every token is
 ``t<µs>`` — the wall-clock time the engine emitted it — so the client measures the latency the app
 adds per update (arrival time − emission time of the newest token), the rate it receives once the
 stream runs (steady state) and from submission, and whether latency drifts upward during the stream
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import statistics
@@ -55,6 +57,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from benchmarks import gradio_queue
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -225,39 +229,20 @@ async def one_session(http, base: str, fn_index: int, data: list, rate: int, sec
                       start: asyncio.Event) -> None:
     """One browser-like session: POST ``queue/join``, read the ``queue/data`` event stream, apply
     the diffs to the chatbot value, and time-stamp each update on arrival."""
-    import json
-    import uuid
-
-    session_hash = uuid.uuid4().hex[:11]
+    session_hash = gradio_queue.new_session()
     await start.wait()
     started = time.time()
-    join = await http.post(f"{base}/gradio_api/queue/join", json={
-        "data": data, "event_data": None, "fn_index": fn_index, "trigger_id": None,
-        "session_hash": session_hash})
-    join.raise_for_status()
-    samples, chatbot, done = [], None, False  # samples: (receive time, newest stamp, tokens so far)
-    async with http.stream("GET", f"{base}/gradio_api/queue/data", params={"session_hash": session_hash}) as stream:
-        buffer = ""
-        async for chunk in stream.aiter_text():
-            now = time.time()
-            buffer += chunk
-            while "\n\n" in buffer and not done:
-                line, buffer = buffer.split("\n\n", 1)
-                if not line.startswith("data:"):
-                    continue
-                message = json.loads(line[5:])
-                kind = message.get("msg")
-                if kind == "process_generating":
-                    diff = message["output"]["data"][0]
-                    chatbot = diff if chatbot is None else apply_diff(chatbot, diff)
-                    text = _assistant_text(chatbot)
-                    stamps = TOKEN_RE.findall(text[-40:])
-                    if stamps:
-                        samples.append((now, int(stamps[-1]) / 1e6, text.count("t")))
-                elif kind in ("process_completed", "close_stream"):
-                    done = True
-            if done:
-                break
+    await gradio_queue.join(http, base, fn_index, data, session_hash)
+    samples, chatbot = [], None  # samples: (receive time, newest stamp, tokens so far)
+    async with contextlib.aclosing(gradio_queue.messages(http, base, session_hash, clock=time.time)) as stream:
+        async for now, message in stream:  # wall-clock arrivals: the tokens carry the engine's wall clock
+            if message.get("msg") == "process_generating":
+                diff = message["output"]["data"][0]
+                chatbot = diff if chatbot is None else apply_diff(chatbot, diff)
+                text = _assistant_text(chatbot)
+                stamps = TOKEN_RE.findall(text[-40:])
+                if stamps:
+                    samples.append((now, int(stamps[-1]) / 1e6, text.count("t")))
     result.update(samples=samples, started=started, expected=int(rate * seconds))
 
 
@@ -410,41 +395,24 @@ async def real_session(http, base: str, fn_index: int, data: list, result: dict,
     """One browser-like session against the real engine: the reply's text and figures (outputs 0
     and 4 of ``/chat``) rebuilt from the diffs, and the arrival time of every update that changed
     the reply's text."""
-    import json
-    import uuid
-
-    session_hash = uuid.uuid4().hex[:11]
+    session_hash = gradio_queue.new_session()
     await start.wait()
-    join = await http.post(f"{base}/gradio_api/queue/join", json={
-        "data": data, "event_data": None, "fn_index": fn_index, "trigger_id": None, "session_hash": session_hash})
-    join.raise_for_status()
+    await gradio_queue.join(http, base, fn_index, data, session_hash)
     chatbot, figures, text, arrivals, error = None, None, "", [], None
-    async with http.stream("GET", f"{base}/gradio_api/queue/data", params={"session_hash": session_hash}) as stream:
-        buffer, done = "", False
-        async for chunk in stream.aiter_text():
-            now = time.monotonic()
-            buffer += chunk
-            while "\n\n" in buffer and not done:
-                line, buffer = buffer.split("\n\n", 1)
-                if not line.startswith("data:"):
-                    continue
-                message = json.loads(line[5:])
-                kind = message.get("msg")
-                if kind == "process_generating":
-                    outputs = message["output"]["data"]  # full values first, then diffs
-                    first = chatbot is None
-                    chatbot = outputs[0] if first else apply_diff(chatbot, outputs[0])
-                    figures = outputs[4] if first else apply_diff(figures, outputs[4])
-                    new = reply_text(chatbot)
-                    if new and new != text:
-                        arrivals.append(now)
-                    text = new
-                elif kind in ("process_completed", "close_stream"):
-                    if kind == "process_completed" and not message.get("success", True):
-                        error = message.get("output")
-                    done = True
-            if done:
-                break
+    async with contextlib.aclosing(gradio_queue.messages(http, base, session_hash)) as stream:
+        async for now, message in stream:
+            kind = message.get("msg")
+            if kind == "process_generating":
+                outputs = message["output"]["data"]  # full values first, then diffs
+                first = chatbot is None
+                chatbot = outputs[0] if first else apply_diff(chatbot, outputs[0])
+                figures = outputs[4] if first else apply_diff(figures, outputs[4])
+                new = reply_text(chatbot)
+                if new and new != text:
+                    arrivals.append(now)
+                text = new
+            elif kind == "process_completed" and not message.get("success", True):
+                error = message.get("output")
     result.update(arrivals=arrivals, figures=figures, error=error, chars=len(text))
 
 
