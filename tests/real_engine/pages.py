@@ -82,8 +82,8 @@ def page_state(page) -> str:
 # A reply the test could not act on while it streamed: Chromium (no cores of its own on a 2-core box) may
 # hand control back to the test only after the whole reply was rendered. Such a run says nothing about
 # Stop or a closed tab, and is reported as an expected failure with this reason, not as a pass.
-STARVED = ("the reply ended before Chromium handled the test's action: on this box the browser was starved "
-           "by vLLM's CPU engine (a 2-core machine; a visitor's browser has cores of its own)")
+STARVED = ("the reply ended before the test could act on it: on this 2-core box vLLM's CPU engine starved the "
+           "browser (a click handled after the reply) or the studio (no answer to /healthz while it streamed)")
 
 
 class EngineWatch:
@@ -106,13 +106,19 @@ class EngineWatch:
             self.most = max(self.most, self.now)
             self._stop.wait(0.05)
 
-    def reached(self, page, count: int = 1, timeout: float = 60) -> None:
-        """Wait until the engine has held ``count`` requests at once; else fail with what the page shows."""
+    def reached(self, page, count: int = 1, timeout: float = 60, before: str = "") -> None:
+        """Wait until the engine has held ``count`` requests at once; else fail with what the page shows,
+        unless a new reply (figures other than ``before``) ran to its end unseen: then ``STARVED``."""
         import time
+
+        import pytest
 
         deadline = time.monotonic() + timeout
         while self.most < count:
             if time.monotonic() > deadline:
+                shown = page.locator("#chat-figures").inner_text()
+                if count == 1 and "finish" in shown and shown != before:  # it ran, unseen: nothing to test
+                    pytest.xfail(f"{STARVED}: {shown}")
                 raise AssertionError(f"the engine never held {count} request(s) within {timeout:.0f} s\n"
                                      f"{context(page, self.studio)}")
             time.sleep(0.05)

@@ -208,8 +208,9 @@ def test_regenerate_and_clear_leave_no_request(page, studio, watch):
     assert servers.wait_no_requests(studio) == 0
     set_max_tokens(page, LONG)
     watch.most = 0
+    shown = figures(page)
     send(page, "And now a very long answer.")
-    watch.reached(page)  # vLLM held the request: the reply streamed
+    watch.reached(page, before=shown)  # vLLM held the request: the reply streamed
     page.locator("#chat-clear").click()
     assert servers.wait_no_requests(studio) == 0
     page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('very long answer')")
