@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dots3_demo.engine.protocol import ToolCall
 from dots3_demo.inspection.audio import AudioReport
@@ -49,6 +49,22 @@ class MediaItem:
     tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
     frame_tokens: int = 0  # video only: image pads
     audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
+
+
+Verdict = Literal["up", "down"]
+
+
+@dataclass(frozen=True)
+class ReplyRating:
+    """A researcher's judgement of one reply: 👍/👎 and a free-text note (part of the session record).
+
+    ``reply`` numbers the conversation's replies: the k-th assistant message of ``ChatSession.messages``
+    (0-based; a reply that called tools and the reply after the tool result are two replies).
+    """
+
+    reply: int
+    verdict: Verdict | None = None
+    note: str = ""
 
 
 class ChatClears:
@@ -89,6 +105,7 @@ class ChatSession:
     # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
     regen_mark: tuple[int, int, int, int] | None = None
     figures: str = ""
+    ratings: tuple[ReplyRating, ...] = ()  # at most one per reply, in reply order
     epoch: int = 0  # the clears.epoch this conversation belongs to
     clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
 
