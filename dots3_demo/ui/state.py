@@ -13,12 +13,13 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from dots3_demo.engine.protocol import ToolCall
 from dots3_demo.inspection.audio import AudioReport
 from dots3_demo.inspection.image import ImageReport
 from dots3_demo.inspection.video import VideoReport, VideoSettings
+from dots3_demo.workbench.records import Answer, ReplyRating
 
 
 # ---------------------------------------------------------------- the uploads
@@ -49,22 +50,6 @@ class MediaItem:
     tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
     frame_tokens: int = 0  # video only: image pads
     audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
-
-
-Verdict = Literal["up", "down"]
-
-
-@dataclass(frozen=True)
-class ReplyRating:
-    """A researcher's judgement of one reply: 👍/👎 and a free-text note (part of the session record).
-
-    ``reply`` numbers the conversation's replies: the k-th assistant message of ``ChatSession.messages``
-    (0-based; a reply that called tools and the reply after the tool result are two replies).
-    """
-
-    reply: int
-    verdict: Verdict | None = None
-    note: str = ""
 
 
 class ChatClears:
@@ -105,6 +90,7 @@ class ChatSession:
     # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
     regen_mark: tuple[int, int, int, int] | None = None
     figures: str = ""
+    answers: tuple[Answer, ...] = ()  # one per reply (the k-th assistant message), as it ended, with its figures
     ratings: tuple[ReplyRating, ...] = ()  # at most one per reply, in reply order
     epoch: int = 0  # the clears.epoch this conversation belongs to
     clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)

@@ -1,19 +1,22 @@
 """What the workbench's parts share, typed once: a reply as it ended (:class:`Answer`) and one compare
 round (:class:`CompareRound`: the same media and question under settings A and B).
 
-The chat (``ui.state.ChatSession`` with its ``ReplyRating``), compare, the session record (zip and HTML)
+The chat (``ui.state.ChatSession``: its ``answers`` and ``ratings``), compare, the session record (zip and HTML)
 and batch evaluation all carry these from where they are born to where they are shown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dots3_demo.budget import VideoSettings
 from dots3_demo.engine.protocol import SamplingSettings, ToolCall, TurnStats
-from dots3_demo.ui.state import MediaItem, Verdict
 
+if TYPE_CHECKING:
+    from dots3_demo.ui.state import MediaItem  # ui.state holds this module's Answer and ReplyRating
+
+Verdict = Literal["up", "down"]
 Side = Literal["A", "B"]
 Preference = Literal["A", "B", "tie"]
 
@@ -28,6 +31,19 @@ class Answer:
     finish_reason: str | None = None
     stats: TurnStats | None = None  # the per-reply figures (TTFT, tokens/s, prompt tokens by modality)
     error: str = ""  # one line when the reply failed (the engine refused it, …); "" = none
+
+
+@dataclass(frozen=True)
+class ReplyRating:
+    """A researcher's judgement of one chat reply: 👍/👎 and a free-text note (part of the session record).
+
+    ``reply`` numbers the conversation's replies: the k-th assistant message of ``ChatSession.messages``
+    (0-based; a reply that called tools and the reply after the tool result are two replies).
+    """
+
+    reply: int
+    verdict: Verdict | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
