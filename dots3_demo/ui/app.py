@@ -227,9 +227,15 @@ async def _relay(engine: ChatEngine | None,
             yield tuple(step.components())
 
 
-def lock_send(engine: ChatEngine | None) -> dict[str, Any] | gr.Button:
-    """Disable Send while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
-    return gr.skip() if engine is None else gr.Button(interactive=False)
+def _held(interactive: bool) -> tuple[Any, ...]:
+    """``layout.HeldByReply``'s updates: all enabled or all disabled."""
+    return tuple(gr.update(interactive=interactive) for _ in layout.HeldByReply.names())
+
+
+def lock_send(engine: ChatEngine | None) -> tuple[Any, ...]:
+    """Disable Send, and what a reply's last step would undo (rating it, regenerating from a reply,
+    importing a session), while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
+    return (gr.skip(),) * len(layout.HeldByReply.names()) if engine is None else _held(False)
 
 
 def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
@@ -257,6 +263,16 @@ async def on_regenerate(engine: ChatEngine | None, pacer: StreamPacer, studio: S
             yield outputs
 
 
+async def on_regenerate_from(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
+                             session: ChatSession, reply: Any, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
+    session = current_session(session)  # cleared since it was written: the empty chat
+    settings = _chat_settings(pacer, controls)
+    replies = chat.regenerate_from(engine, studio, session, _reply_number(reply), settings)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
+
+
 async def on_tool_result(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
                          result: str, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
     session = current_session(session)  # cleared since it was written: the empty chat
@@ -277,6 +293,11 @@ async def on_run_tool(engine: ChatEngine | None, pacer: StreamPacer, studio: Stu
             yield outputs
 
 
+# What the settle step and Clear update, in their output order.
+SETTLE_OUTPUTS = (*layout.ChatStream.names(), *layout.HeldByReply.names(), "reply_picker", "rating_status")
+CLEAR_OUTPUTS = ("chatbot", "session", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note")
+
+
 def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
     """After a chat event ends or is stopped: re-show the session and re-enable Send.
 
@@ -286,17 +307,65 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any
     step (``state.ChatClears``).
     """
     if engine is None:
-        return (gr.skip(),) * (len(layout.ChatStream.names()))
+        return (gr.skip(),) * len(SETTLE_OUTPUTS)
     shown = current_session(session)  # a Clear during the reply wins over the reply's last step
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
                              tool_panel=chat_views.tool_rows(shown), figures="" if shown is not session else gr.skip(),
                              engine_status=chat_views.engine_status(engine))
-    return (*step.components(), gr.Button(interactive=True))
+    return (*step.components(), *_held(True), *_reply_picker(shown))
 
 
-def on_clear(session: ChatSession) -> tuple[list[Any], ChatSession, list[Any], str]:
+def _reply_picker(session: ChatSession, reply: int | None = None) -> tuple[gr.Dropdown, str]:
+    """The reply picker on ``reply`` (None: the latest reply) and what the rating line says of it."""
+    choices = chat_views.reply_choices(session)
+    picked = reply if reply is not None and 0 <= reply < len(choices) else (choices[-1][1] if choices else None)
+    return gr.Dropdown(choices=choices, value=picked), chat_views.rating_md(session, picked)
+
+
+def on_clear(session: ChatSession) -> tuple[Any, ...]:
+    """The empty conversation: the chat, the tool panel, the figures and the rating controls emptied."""
     fresh = clear_session(session)
-    return [], fresh, [], ""
+    return ([], fresh, [], "", *_reply_picker(fresh), "")
+
+
+# ---------------------------------------------------------------- rating (queue=False: they change one session)
+def _reply_number(reply: Any) -> int | None:
+    """The reply picker's value as a reply number (an API call may send text or nothing)."""
+    try:
+        return int(reply)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rating_change(session: ChatSession, reply: Any, change: Callable[[ChatSession, int | None], ChatSession]
+                   ) -> tuple[Any, ...]:
+    """``(session, picker, rating line)`` after ``change``; a reply the conversation does not have leaves the
+    session as it was and says so on the rating line."""
+    number = _reply_number(reply)
+    try:
+        rated = change(session, number)
+    except ValueError as exc:
+        return gr.skip(), gr.skip(), f"⚠ {views.esc(exc)}"
+    return (rated, *_reply_picker(rated, number))
+
+
+def on_rate_up(session: ChatSession, reply: Any) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.rate_reply(s, n, "up"))
+
+
+def on_rate_down(session: ChatSession, reply: Any) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.rate_reply(s, n, "down"))
+
+
+def on_rate_note(session: ChatSession, reply: Any, note: str | None) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.note_reply(s, n, note))
+
+
+def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
+    """A reply was picked: its note in the note box, its rating on the rating line."""
+    number = _reply_number(reply)
+    rating = next((r for r in session.ratings if r.reply == number), None)
+    return (rating.note if rating else ""), chat_views.rating_md(session, number)
 
 
 def sync_max_new(max_tokens: float | None) -> int:
@@ -305,7 +374,8 @@ def sync_max_new(max_tokens: float | None) -> int:
 
 def header_view(profile: Profile, engine: ChatEngine | None) -> str:
     """The page header: profile, engine (with its state) and what the machine cannot decode."""
-    return views.header_html(profile, chat_views.engine_status(engine, brief=True), ffmpeg.media_problem())
+    return views.header_html(profile, chat_views.engine_status(engine, brief=True), ffmpeg.media_problem(),
+                             compact=engine is not None)  # the work layout keeps the screen for work
 
 
 def engine_watch_active(engine: ChatEngine | None) -> bool:
@@ -373,19 +443,41 @@ class _Page:
     chat: layout.ChatPanel
     controls: layout.ChatControls
     tools: layout.ToolsPanel
+    glance: layout.Glance | None  # the work layout's (None: preview)
 
 
 def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -> dict[str, Any]:
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=4, min_width=300):  # inputs
-            uploads = layout.render_uploads(initial)
-        with gr.Column(scale=11, min_width=560):  # what the model sees
-            model_views = layout.render_model_views(initial, seq, uploads.summary)
-    with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
-        chat_panel, controls, tools = layout.render_chat(
-            engine, chat_on=handlers.chat_enabled(engine), engine_status=chat_views.engine_status(engine),
-            watch_engine=engine_watch_active(engine), max_tokens=default_max_tokens(engine))
-    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools)
+    """Preview (no engine): the inspector first, the chat below. With an engine, the work layout
+    (``layout``'s note on the two layouts)."""
+    chat_on = handlers.chat_enabled(engine)
+    status, watch = chat_views.engine_status(engine), engine_watch_active(engine)
+    max_tokens = default_max_tokens(engine)
+    if engine is None:
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=4, min_width=300):  # inputs
+                uploads = layout.render_uploads(initial)
+                strip = layout.render_frame_strip(initial, visible=False)  # the Frames tab shows them
+            with gr.Column(scale=11, min_width=560):  # what the model sees
+                model_views = layout.render_model_views(initial, seq, uploads.summary, strip)
+        with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
+            chat_panel, controls, tools = layout.render_chat(engine, chat_on=chat_on, engine_status=status,
+                                                             watch_engine=watch, max_tokens=max_tokens)
+        return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=None)
+    summary = layout.render_summary(initial, render=False)  # shown in the glance
+    with gr.Row(equal_height=False, elem_id="work-row"):
+        with gr.Column(scale=3, min_width=250, elem_id="uploads-column"):
+            uploads = layout.render_uploads(initial, mode="work", summary=summary)
+        with gr.Column(scale=4, min_width=330, elem_id="glance-column"):
+            glance = layout.render_glance(initial, summary)
+        with gr.Column(scale=7, min_width=480, elem_id="chat-panel"):
+            chat_panel = layout.render_conversation(engine, chat_on=chat_on, engine_status=status, watch_engine=watch,
+                                                    mode="work")
+    with gr.Row(equal_height=False, elem_id="detail-row"):
+        with gr.Column(scale=8, min_width=560):
+            model_views = layout.render_model_views(initial, seq, summary, glance.strip)
+        with gr.Column(scale=4, min_width=320, elem_id="turn-settings"):
+            controls, tools = layout.render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
+    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=glance)
 
 
 # ---------------------------------------------------------------- wiring
@@ -414,6 +506,8 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
                   pacer: StreamPacer, inspect_workers: int) -> None:
     _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
     _setup_chat(page, engine, pacer=pacer)
+    if page.glance is not None:
+        _setup_glance(page.glance, page.views.tabs)
     engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
                            outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
                            api_visibility="private", queue=False, show_progress="hidden")
@@ -494,6 +588,24 @@ def _setup_inspection(page: _Page, profile: Profile, engine: ChatEngine | None, 
             api_visibility="private", show_progress="hidden", progress_on=[solver])
 
 
+# Run in the browser when a glance link is clicked: bring the detail tabs into view.
+SCROLL_TO_VIEWS_JS = """() => {
+  document.getElementById('views')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+  return [];
+}"""
+
+
+def select_tab(tab: str) -> gr.Tabs:
+    return gr.Tabs(selected=tab)
+
+
+def _setup_glance(glance: layout.Glance, tabs: gr.Tabs) -> None:
+    """Each link of the glance selects its detail tab and scrolls to it."""
+    for tab, link in glance.links.items():
+        link.click(partial(select_tab, tab), None, tabs, js=SCROLL_TO_VIEWS_JS, queue=False, show_progress="hidden",
+                   api_visibility="private")
+
+
 def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -> None:
     tools, panel = page.tools, page.chat
     tools.example.input(chat_views.example_tools_json, tools.example, page.controls.tools_json,
@@ -507,14 +619,18 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
     tool_out = replace(chat_out, box=tools.result)
     chat_in = [page.state, panel.session, panel.box, *controls]
     tool_in = [page.state, panel.session, tools.result, *controls]
+    rating = panel.rating
+    regen_in = [page.state, panel.session, rating.reply, *controls]
     chat_common = _Options(concurrency_limit=chat_concurrency(engine), concurrency_id="chat",
                            show_progress="minimal")
-    locked = _Listen(fn=partial(lock_send, engine), inputs=None, outputs=panel.send, queue=False,
+    held = panel.held.components()
+    locked = _Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
                      api_visibility="private", show_progress="hidden")
     streams = (  # (trigger, callback, inputs, outputs, API name, visibility)
         (panel.send.click, on_chat, chat_in, chat_out, "chat", "public"),
         (panel.box.submit, on_chat, chat_in, chat_out, "chat_submit", "private"),
         (panel.regenerate.click, on_regenerate, chat_in, chat_out, "regenerate", "public"),
+        (rating.regenerate_from.click, on_regenerate_from, regen_in, chat_out, "regenerate_from", "public"),
         (tools.send.click, on_tool_result, tool_in, tool_out, "tool_result", "public"),
         (tools.run.click, on_run_tool, tool_in, tool_out, "run_example_tool", "public"),
     )
@@ -522,12 +638,27 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
     for trigger, callback, inputs, outputs, name, visibility in streams:
         event = trigger(**locked).then(partial(callback, engine, pacer), inputs, outputs.components(),
                                        api_name=name, api_visibility=visibility, **chat_common)
-        event.then(partial(on_chat_settle, engine), panel.session, [*outputs.components(), panel.send],
+        event.then(partial(on_chat_settle, engine), panel.session,
+                   [*outputs.components(), *held, rating.reply, rating.status],
                    show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
         events.append(event)
     panel.stop.click(None, None, None, cancels=events, api_visibility="private")
-    panel.clear.click(on_clear, panel.session, [panel.chatbot, panel.session, tools.panel, panel.figures],
+    panel.clear.click(on_clear, panel.session, [panel.chatbot, panel.session, tools.panel, panel.figures,
+                                                rating.reply, rating.status, rating.note],
                       cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
+    _setup_rating(panel)
+
+
+def _setup_rating(panel: layout.ChatPanel) -> None:
+    """👍/👎 and the note on the picked reply (kept in the session: ``ChatSession.ratings``)."""
+    rating, session = panel.rating, panel.session
+    quick = _Options(outputs=[session, rating.reply, rating.status], queue=False, show_progress="hidden")
+    rating.up.click(on_rate_up, [session, rating.reply], api_name="rate_up", **quick)
+    rating.down.click(on_rate_down, [session, rating.reply], api_name="rate_down", **quick)
+    gr.on([rating.save_note.click, rating.note.submit], on_rate_note, [session, rating.reply, rating.note],
+          api_name="rate_note", **quick)
+    rating.reply.input(on_pick_reply, [session, rating.reply], [rating.note, rating.status],
+                       api_visibility="private", queue=False, show_progress="hidden")
 
 
 # Model output is rendered by the Chatbot, whose sanitizer removes anything that can run script but

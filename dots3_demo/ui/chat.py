@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,6 +50,7 @@ from dots3_demo.ui import chat_views, views
 from dots3_demo.ui.handlers import control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
+from dots3_demo.workbench.records import Answer, ReplyRating, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,11 @@ class _Reply:
                           "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
         return shown
 
+    def answer(self, error: str = "") -> Answer:
+        """The reply as it stands, as the session records it (``finish_reason`` None until it finishes)."""
+        return Answer(text=self.text, reasoning=self.reasoning, tool_calls=self.calls, finish_reason=self.finish_reason,
+                      stats=self.stats, error=error)
+
     def records(self) -> tuple[ToolCall, ...]:
         """The reply's calls for the tool panel (a "…" row while a call is begun but not yet parsed)."""
         return self.calls + ((ToolCall(id="", name="…", status="writing"),) if self.writing else ())
@@ -246,7 +252,7 @@ async def send_message(engine: ChatEngine | None, studio: StudioState, session: 
     user_message, shown = user_turn(text, media)
     sent = replace(session, messages=session.messages + (user_message,), display=session.display + tuple(shown),
                    media=session.media + tuple(media))
-    sent = replace(sent, regen_mark=(len(sent.messages), len(sent.display), len(sent.tools), len(sent.media)))
+    sent = replace(sent, regen_mark=sent.mark)
     async with contextlib.aclosing(_stream_reply(engine, studio, sent, settings, unsent=session)) as views_:
         async for view in views_:
             yield view
@@ -261,12 +267,76 @@ async def regenerate(engine: ChatEngine | None, studio: StudioState, session: Ch
     if (refusal := _refused_settings(session, settings)) is not None:
         yield refusal
         return
-    n_messages, n_display, n_tools, n_media = session.regen_mark
-    base = replace(session, messages=session.messages[:n_messages], display=session.display[:n_display],
-                   tools=session.tools[:n_tools], media=session.media[:n_media])
+    base = session.cut(session.regen_mark)
     async with contextlib.aclosing(_stream_reply(engine, studio, base, settings, unsent=None)) as views_:
         async for view in views_:
             yield view
+
+
+def regeneration_base(session: ChatSession, reply: int) -> ChatSession:
+    """The conversation as it was just before reply ``reply`` (0-based) was generated: that reply and
+    everything after it dropped, with their answers and ratings. Raises ``ValueError`` (a one-line message)
+    for a reply the conversation does not have."""
+    if not 0 <= reply < len(session.reply_marks):
+        raise ValueError(reply_missing(session, reply))
+    mark = session.reply_marks[reply]
+    base = session.cut(mark)
+    # Regenerate (the last user turn) now means the user turn this reply answered: the mark of its first reply.
+    turn = next((m for m in reversed(base.reply_marks + (mark,))
+                 if m.messages and base.messages[m.messages - 1].get("role") == "user"), None)
+    return replace(base, regen_mark=turn, figures="")
+
+
+def reply_missing(session: ChatSession, reply: int | None) -> str:
+    count = len(session.reply_marks)
+    if not count:
+        return "No reply yet: send a message first."
+    shown = "none" if reply is None else str(reply + 1)
+    return f"There is no reply {shown}: pick one of the {count} replies of this conversation."
+
+
+async def regenerate_from(engine: ChatEngine | None, studio: StudioState, session: ChatSession, reply: int | None,
+                          settings: ChatSettings) -> AsyncGenerator[ChatView, None]:
+    """Generate reply ``reply`` (0-based) again: it and everything after it are dropped (answers and
+    ratings too); the conversation before it is sent as it was, with the settings of now."""
+    if engine is None:
+        yield ChatView(session, "No engine attached: nothing can be generated.", done=True)
+        return
+    try:
+        base = regeneration_base(session, -1 if reply is None else int(reply))
+    except ValueError as exc:
+        yield ChatView(session, f"⚠ {views.esc(exc)}", done=True)
+        return
+    if (refusal := _refused_settings(session, settings)) is not None:
+        yield refusal
+        return
+    async with contextlib.aclosing(_stream_reply(engine, studio, base, settings, unsent=None)) as views_:
+        async for view in views_:
+            yield view
+
+
+# ---------------------------------------------------------------- ratings
+def _rated(session: ChatSession, reply: int | None, change: Callable[[ReplyRating], ReplyRating]) -> ChatSession:
+    """``session`` with reply ``reply``'s rating changed by ``change`` (a rating with neither verdict nor
+    note is dropped). Raises ``ValueError`` for a reply the conversation does not have."""
+    if reply is None or not 0 <= int(reply) < session.reply_count:
+        raise ValueError(reply_missing(session, reply))
+    number = int(reply)
+    old = next((r for r in session.ratings if r.reply == number), ReplyRating(reply=number))
+    new = change(old)
+    others = tuple(r for r in session.ratings if r.reply != number)
+    kept = (new,) if new.verdict is not None or new.note else ()
+    return replace(session, ratings=tuple(sorted(others + kept, key=lambda r: r.reply)))
+
+
+def rate_reply(session: ChatSession, reply: int | None, verdict: Verdict) -> ChatSession:
+    """👍 or 👎 on reply ``reply`` (0-based); the same verdict again takes it back. The note stays."""
+    return _rated(session, reply, lambda r: replace(r, verdict=None if r.verdict == verdict else verdict))
+
+
+def note_reply(session: ChatSession, reply: int | None, note: str | None) -> ChatSession:
+    """The free-text note on reply ``reply`` (0-based); an empty note removes it. The verdict stays."""
+    return _rated(session, reply, lambda r: replace(r, note=(note or "").strip()))
 
 
 def pending_calls(session: ChatSession) -> list[ToolCall]:
@@ -376,11 +446,18 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     reply = _Reply()
     last = 0.0
     current = sent
+    replies = sent.reply_count  # this reply's number, once it has a message
 
-    def snapshot() -> ChatSession:
+    def snapshot(error: str = "") -> ChatSession:
+        """The session with the reply as it stands: its message, bubbles and calls and, once it has a message,
+        its :class:`Answer` (finish None until it finishes, so a stopped reply keeps one) and mark."""
+        shown = replace(sent, display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
         message = reply.engine_message()
-        return replace(sent, messages=sent.messages + ((message,) if message else ()),
-                       display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
+        if message is None:
+            return shown
+        return replace(shown, messages=sent.messages + (message,),
+                       answers=sent.answers[:replies] + (reply.answer(error),),
+                       reply_marks=sent.reply_marks[:replies] + (sent.mark,))
 
     def broke(title: str, detail: str, figures: str) -> ChatView:
         """The reply ended by an error: keep what arrived; without it the model's view stays as it was."""
@@ -390,7 +467,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
             tail = ("Nothing was generated; your message is shown but was not added to the conversation the "
                     "model sees." if unsent is not None else "Nothing was generated.")
         else:
-            kept = snapshot()
+            kept = snapshot(error=" ".join(detail.split()))
             tail = "The reply above is what arrived before the error; press Regenerate to try again."
         error = {"role": "assistant", "content": f"{detail}\n\n{tail}", "metadata": {"title": title, "status": "done"}}
         return ChatView(replace(kept, display=kept.display + (error,)), figures, done=True)

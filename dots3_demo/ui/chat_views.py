@@ -275,3 +275,47 @@ def validate_tools_md(text: str | None) -> str:
     runnable = [t["function"]["name"] for t in tools if t["function"]["name"] in EXAMPLE_TOOL_NAMES]
     tail = f" · example executor for {', '.join(runnable)}" if runnable else ""
     return f"✓ {len(tools)} tool(s): {names}{tail}"
+
+
+# ---------------------------------------------------------------- ratings
+VERDICT_MARK = {"up": "👍", "down": "👎"}
+REPLY_GIST_CHARS = 36  # how much of a reply its entry in the reply picker quotes
+
+
+def _gist(message: dict[str, Any]) -> str:
+    """A few words of an assistant message, for the reply picker."""
+    text = " ".join(str(message.get("content") or "").split())
+    if not text and message.get("tool_calls"):
+        text = "🛠 " + ", ".join(str(c.get("function", {}).get("name", "")) for c in message["tool_calls"])
+    return text if len(text) <= REPLY_GIST_CHARS else text[:REPLY_GIST_CHARS - 1] + "…"
+
+
+def reply_choices(session: ChatSession) -> list[tuple[str, int]]:
+    """The reply picker's entries (value: the 0-based reply number): ``reply 2 · 👍 ✎ · Paris is…``."""
+    rated = {r.reply: r for r in session.ratings}
+    replies = [m for m in session.messages if m.get("role") == "assistant"]
+    choices = []
+    for number, message in enumerate(replies):
+        rating = rated.get(number)
+        marks = ""
+        if rating is not None:
+            marks = " ".join(part for part in (VERDICT_MARK.get(rating.verdict or "", ""), "✎" if rating.note else "")
+                             if part)
+        choices.append((" · ".join(part for part in (f"reply {number + 1}", marks, _gist(message)) if part), number))
+    return choices
+
+
+def rating_md(session: ChatSession, reply: int | None) -> str:
+    """What the rating controls say about reply ``reply``: its verdict, note and how it ended."""
+    if reply is None or not 0 <= int(reply) < session.reply_count:
+        return "No reply to rate yet." if not session.reply_count else "Pick a reply to rate."
+    number = int(reply)
+    rating = next((r for r in session.ratings if r.reply == number), None)
+    verdict = VERDICT_MARK.get(rating.verdict or "", "") if rating else ""
+    parts = [f"**reply {number + 1}** of {session.reply_count}", verdict or "not rated"]
+    if rating is not None and rating.note:
+        parts.append(f"note: “{views.esc(rating.note)}”")
+    if number < len(session.answers):
+        finish = session.answers[number].finish_reason
+        parts.append(f"finish `{finish}`" if finish else "stopped before its end")
+    return " · ".join(parts)

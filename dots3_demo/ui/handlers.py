@@ -39,7 +39,7 @@ from dots3_demo.ui.state import StudioState
 # Every output an event may update, in the order ``build_interface`` wires them.
 VIEW_KEYS: tuple[str, ...] = (
     "summary", "budget_plot", "reserve",
-    "frames_info", "frames_gallery",
+    "frames_info", "frames_gallery", "frame_strip",
     "cost_plot", "fps_plot", "solver_md",
     "timeline_plot", "stream_html", "groups_df", "segment_pick", "segment_audio",
     "grid_info", "grid_gallery",
@@ -130,6 +130,7 @@ def _empty_video_views(message: str) -> dict[str, Any]:
     return {
         "frames_info": message,
         "frames_gallery": [],
+        "frame_strip": views.frame_strip_html(None, None),
         "cost_plot": figures.empty_figure("upload a video to see the degrade solver's cost curve"),
         "fps_plot": None,
         "solver_md": "",
@@ -155,6 +156,7 @@ def video_panel_views(profile: Profile, state: StudioState) -> dict[str, Any]:
     return {
         "frames_info": views.frames_info_md(report, profile),
         "frames_gallery": [(f.image, views.frame_caption(f, profile)) for f in report.frames],
+        "frame_strip": views.frame_strip_html(report, profile),
         "solver_md": views.solver_md(report, profile),
         "stream_html": views.stream_html(report, profile),
         "groups_df": views.group_rows(report),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import gradio as gr
 
@@ -73,6 +73,20 @@ class UploadPanels(Record):
     summary: gr.HTML
 
 
+# The detail tabs of what the model sees (``render_model_views``): tab id → label.
+DETAIL_TABS: dict[str, str] = {"frames": "Frames", "budget": "Budget", "interleave": "Interleave",
+                               "images": "Image grid", "mel": "Audio mel"}
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What the model sees at a glance (the work layout): the frame strip, the summary, the tab links."""
+
+    strip: gr.HTML
+    summary: gr.HTML
+    links: Mapping[str, gr.Button]  # keyed by ``DETAIL_TABS``' ids
+
+
 @dataclass(frozen=True)
 class BudgetControls(Record):
     """The Budget tab's controls; field names = ``handlers.settings_from_controls``'s parameters."""
@@ -124,6 +138,20 @@ class ChatStream(Record, Generic[T]):
 
 
 @dataclass(frozen=True)
+class HeldByReply(Record, Generic[T]):
+    """What cannot be used while a reply streams (its last step would undo it): disabled before the reply
+    starts (``app.lock_send``), enabled once it ends or is stopped (``app.on_chat_settle``)."""
+
+    send: T
+    rate_up: T
+    rate_down: T
+    rate_note: T
+    save_note: T
+    regenerate_from: T
+    import_file: T
+
+
+@dataclass(frozen=True)
 class ChatPanel:
     session: gr.State
     engine_status: gr.Markdown
@@ -135,6 +163,38 @@ class ChatPanel:
     regenerate: gr.Button
     clear: gr.Button
     figures: gr.Markdown
+    rating: RatingPanel
+    record: RecordPanel
+
+    @property
+    def held(self) -> HeldByReply[Any]:
+        return HeldByReply(send=self.send, rate_up=self.rating.up, rate_down=self.rating.down,
+                           rate_note=self.rating.note, save_note=self.rating.save_note,
+                           regenerate_from=self.rating.regenerate_from, import_file=self.record.import_file)
+
+
+@dataclass(frozen=True)
+class RatingPanel:
+    """Rate a reply (👍/👎 and a note) and generate a reply again from there; ``reply`` picks which."""
+
+    reply: gr.Dropdown  # value: the 0-based reply number (``chat_views.reply_choices``)
+    up: gr.Button
+    down: gr.Button
+    note: gr.Textbox
+    save_note: gr.Button
+    regenerate_from: gr.Button
+    status: gr.Markdown
+
+
+@dataclass(frozen=True)
+class RecordPanel:
+    """Export the session (a zip and an HTML report, as downloads) and import one."""
+
+    export: gr.Button
+    zip_file: gr.DownloadButton
+    report_file: gr.DownloadButton
+    import_file: gr.UploadButton
+    status: gr.Markdown
 
 
 @dataclass(frozen=True)
@@ -148,18 +208,57 @@ class ToolsPanel:
 
 
 # ---------------------------------------------------------------- render
-def render_uploads(initial: Mapping[str, Any]) -> UploadPanels:
-    video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=210, elem_id="video-input")
-    images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"], elem_id="images-input")
+# The two layouts (``app._render_body``). Preview (no engine): the inspector first, the chat below it.
+# Work (an engine attached): on a 1440×900 window, without scrolling, the upload panels, what the model
+# sees at a glance (``render_glance``), the question box and the latest reply; the detail tabs below, a
+# click away (the glance's tab links), next to what a turn is sent with.
+VIDEO_HEIGHT = {"preview": 210, "work": 150}
+CHATBOT_HEIGHT = {"preview": 520, "work": 372}
+Mode = Literal["preview", "work"]
+
+
+def render_uploads(initial: Mapping[str, Any], *, mode: Mode = "preview",
+                   summary: gr.HTML | None = None) -> UploadPanels:
+    """The upload panels and the status line; the summary under them unless ``summary`` is given (made with
+    ``render=False``: the work layout shows it in its glance)."""
+    video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=VIDEO_HEIGHT[mode],
+                     elem_id="video-input")
+    images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"], elem_id="images-input",
+                     height=110 if mode == "work" else None)
     with gr.Tabs(elem_id="audio-tabs"):
         with gr.Tab("Audio file", id="audio-file-tab", elem_id="audio-file-tab"):
             audio_file = gr.Audio(sources=["upload"], type="filepath", show_label=False, elem_id="audio-input")
         with gr.Tab("Microphone", id="audio-mic-tab", elem_id="audio-mic-tab"):
             audio_mic = gr.Audio(sources=["microphone"], type="filepath", show_label=False, elem_id="audio-mic")
     status = gr.Markdown("Upload media to see what the model sees.", elem_id="status")
-    summary = gr.HTML(initial["summary"], elem_id="summary")
+    if summary is None:
+        summary = render_summary(initial)
     return UploadPanels(video=video, images=images, audio_file=audio_file, audio_mic=audio_mic, status=status,
                         summary=summary)
+
+
+def render_summary(initial: Mapping[str, Any], *, render: bool = True) -> gr.HTML:
+    """Tokens by modality against the budget (``views.summary_html``)."""
+    return gr.HTML(initial["summary"], elem_id="summary", render=render)
+
+
+def render_frame_strip(initial: Mapping[str, Any], *, visible: bool = True) -> gr.HTML:
+    """The frames vLLM samples, small, with their timestamps and tokens (``views.frame_strip_html``)."""
+    return gr.HTML(initial["frame_strip"], elem_id="frame-strip", visible=visible)
+
+
+def render_glance(initial: Mapping[str, Any], summary: gr.HTML) -> Glance:
+    """What the model sees, at a glance (work layout): the frame strip (each frame vLLM samples, its
+    timestamp and tokens), ``summary`` (tokens by modality; made with ``render=False``) and one link per
+    detail tab."""
+    with gr.Column(elem_id="glance", elem_classes=["d3-glance"]):
+        strip = render_frame_strip(initial)
+        summary.render()
+        with gr.Row(elem_id="glance-links", elem_classes=["d3-links"]):
+            links = {tab: gr.Button(f"{label} ↓", size="sm", variant="secondary", elem_id=f"goto-{tab}",
+                                    min_width=60)
+                     for tab, label in DETAIL_TABS.items()}
+    return Glance(strip=strip, summary=summary, links=links)
 
 
 def _plot(value: Any, elem_id: str) -> gr.Plot:
@@ -192,19 +291,21 @@ def _render_budget_tab(initial: Mapping[str, Any], seq: int) -> tuple[BudgetCont
     return budget, outputs
 
 
-def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML) -> ModelViews:
-    """The tabs that show what the model sees; ``summary`` (under the uploads) is one of their outputs."""
-    outputs: dict[str, Any] = {"summary": summary}
+def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML, strip: gr.HTML) -> ModelViews:
+    """The tabs that show what the model sees; ``summary`` and the frame ``strip`` (placed by the layout)
+    are among their outputs."""
+    outputs: dict[str, Any] = {"summary": summary, "frame_strip": strip}
+    label = DETAIL_TABS
     with gr.Tabs(elem_id="views") as tabs:
-        with gr.Tab("Frames", id="frames", elem_id="tab-frames"):
+        with gr.Tab(label["frames"], id="frames", elem_id="tab-frames"):
             outputs["frames_info"] = gr.Markdown(initial["frames_info"], elem_id="frames-info")
             outputs["frames_gallery"] = gr.Gallery(
                 value=initial["frames_gallery"], label="Sampled frames (as the vision tower gets them)",
                 columns=4, height=500, object_fit="contain", allow_preview=True, elem_id="frames-gallery")
-        with gr.Tab("Budget", id="budget", elem_id="tab-budget"):
+        with gr.Tab(label["budget"], id="budget", elem_id="tab-budget"):
             budget, budget_outputs = _render_budget_tab(initial, seq)
             outputs.update(budget_outputs)
-        with gr.Tab("Interleave", id="interleave", elem_id="tab-interleave"):
+        with gr.Tab(label["interleave"], id="interleave", elem_id="tab-interleave"):
             outputs["timeline_plot"] = _plot(initial["timeline_plot"], "timeline-plot")
             outputs["stream_html"] = gr.HTML(initial["stream_html"], elem_id="stream-html")
             with gr.Row(equal_height=False):
@@ -216,12 +317,12 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML) -
                                                           elem_id="segment-pick")
                     outputs["segment_audio"] = gr.Audio(label="What the model hears (16 kHz mono)",
                                                         interactive=False, elem_id="segment-audio")
-        with gr.Tab("Image grid", id="images", elem_id="tab-images"):
+        with gr.Tab(label["images"], id="images", elem_id="tab-images"):
             outputs["grid_info"] = gr.Markdown(initial["grid_info"], elem_id="grid-info")
             outputs["grid_gallery"] = gr.Gallery(
                 value=initial["grid_gallery"], label="Patch and token grids", columns=3, height=440,
                 object_fit="contain", elem_id="grid-gallery")
-        with gr.Tab("Audio mel", id="mel", elem_id="tab-mel"):
+        with gr.Tab(label["mel"], id="mel", elem_id="tab-mel"):
             outputs["mel_plot"] = _plot(initial["mel_plot"], "mel-plot")
             with gr.Row(equal_height=False):
                 outputs["mel_info"] = gr.Markdown(initial["mel_info"], elem_id="mel-info")
@@ -235,42 +336,81 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML) -
 
 def render_chat(engine: ChatEngine | None, *, chat_on: bool, engine_status: str, watch_engine: bool,
                 max_tokens: int) -> tuple[ChatPanel, ChatControls, ToolsPanel]:
-    """The chat accordion's body: the conversation (left) and what a turn is sent with (right)."""
-    session = gr.State(new_session)
-    status = gr.Markdown(engine_status, elem_id="engine-status")
-    timer = gr.Timer(1.0, active=watch_engine)
+    """The chat accordion's body (preview layout): the conversation (left) and what a turn is sent with
+    (right)."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=7, min_width=480):
-            conversation = _render_conversation(engine, chat_on=chat_on)
+            panel = render_conversation(engine, chat_on=chat_on, engine_status=engine_status,
+                                        watch_engine=watch_engine)
         with gr.Column(scale=4, min_width=320):
-            controls, tools = _render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
-    panel = ChatPanel(session=session, engine_status=status, engine_timer=timer, **conversation)
+            controls, tools = render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
     return panel, controls, tools
 
 
-def _render_conversation(engine: ChatEngine | None, *, chat_on: bool) -> dict[str, Any]:
+def render_conversation(engine: ChatEngine | None, *, chat_on: bool, engine_status: str, watch_engine: bool,
+                        mode: Mode = "preview") -> ChatPanel:
+    """The engine line, the conversation, the question box and what acts on the replies (rate, regenerate
+    from one, export and import the session), the figures line last."""
+    session = gr.State(new_session)
+    status = gr.Markdown(engine_status, elem_id="engine-status")
+    timer = gr.Timer(1.0, active=watch_engine)
+    conversation = _render_conversation(engine, chat_on=chat_on, height=CHATBOT_HEIGHT[mode])
+    return ChatPanel(session=session, engine_status=status, engine_timer=timer, **conversation)
+
+
+def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: int) -> dict[str, Any]:
     welcome: list[MessageDict | Message] = list(chat_views.chat_welcome(engine))  # the Chatbot's own value type
-    chatbot = gr.Chatbot(welcome, show_label=False, height=520, elem_id="chatbot",
+    chatbot = gr.Chatbot(welcome, show_label=False, height=height, elem_id="chatbot",
                          buttons=["copy"],
                          placeholder="The request the model gets = the media in the upload panels + your message, "
                                      "planned with the Budget tab.")
+    figures = gr.Markdown("", elem_id="chat-figures")  # the reply's figures, under it
     with gr.Row(equal_height=True, elem_id="chat-input-row"):
         box = gr.Textbox(
             show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
-            placeholder="Ask about the uploads… (new uploads are attached to your next message)"
+            placeholder="Ask about the uploads (new uploads go with your next message)"
             if chat_on else "Attach an engine to chat (see above)",
         )
         send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on, elem_id="chat-send")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop", interactive=chat_on)
-    with gr.Row():
+    with gr.Row(elem_id="chat-actions", elem_classes=["d3-actions"]):
         regenerate = gr.Button("↻ Regenerate", size="sm", elem_id="chat-regen", interactive=chat_on)
         clear = gr.Button("Clear chat", size="sm", elem_id="chat-clear")
-    figures = gr.Markdown("", elem_id="chat-figures")
-    return dict(chatbot=chatbot, box=box, send=send, stop=stop, regenerate=regenerate, clear=clear, figures=figures)
+        record_buttons = _render_record_buttons()
+    record = RecordPanel(**record_buttons, status=gr.Markdown("", elem_id="record-status"))
+    rating = _render_rating(chat_on=chat_on)
+    return dict(chatbot=chatbot, box=box, send=send, stop=stop, regenerate=regenerate, clear=clear, figures=figures,
+                rating=rating, record=record)
 
 
-def _render_turn_settings(engine: ChatEngine | None, *, chat_on: bool,
-                          max_tokens: int) -> tuple[ChatControls, ToolsPanel]:
+def _render_rating(*, chat_on: bool) -> RatingPanel:
+    with gr.Row(equal_height=True, elem_id="rating-row", elem_classes=["d3-rating"]):
+        reply = gr.Dropdown(choices=[], value=None, show_label=False, container=False, scale=3, min_width=150,
+                            elem_id="rate-reply", info=None, allow_custom_value=False)
+        up = gr.Button("👍", size="sm", scale=0, min_width=44, elem_id="rate-up")
+        down = gr.Button("👎", size="sm", scale=0, min_width=44, elem_id="rate-down")
+        note = gr.Textbox(show_label=False, container=False, scale=4, min_width=140, lines=1, max_lines=1,
+                          placeholder="a note on this reply", elem_id="rate-note")
+        save_note = gr.Button("Save note", size="sm", scale=0, min_width=76, elem_id="rate-save")
+        regenerate_from = gr.Button("↻ from this reply", size="sm", scale=0, min_width=120, interactive=chat_on,
+                                    elem_id="regen-from")
+    status = gr.Markdown("", elem_id="rate-status")
+    return RatingPanel(reply=reply, up=up, down=down, note=note, save_note=save_note, regenerate_from=regenerate_from,
+                       status=status)
+
+
+def _render_record_buttons() -> dict[str, Any]:
+    export = gr.Button("⇩ Export session", size="sm", elem_id="export-session")
+    zip_file = gr.DownloadButton("session .zip", size="sm", visible=False, elem_id="export-zip")
+    report_file = gr.DownloadButton("report .html", size="sm", visible=False, elem_id="export-html")
+    import_file = gr.UploadButton("⇧ Import session", size="sm", file_types=[".zip"], file_count="single",
+                                  elem_id="import-session")
+    return dict(export=export, zip_file=zip_file, report_file=report_file, import_file=import_file)
+
+
+def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool,
+                         max_tokens: int) -> tuple[ChatControls, ToolsPanel]:
+    """What a turn is sent with: the system prompt, sampling, tools; the tool calls and their results."""
     system_prompt = gr.Textbox(chat.DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2, max_lines=6,
                                elem_id="system-prompt")
     with gr.Accordion("Sampling", open=False, elem_id="sampling-accordion"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dots3_demo.engine.protocol import ToolCall
@@ -81,17 +81,28 @@ class ChatClears:
 
 
 @dataclass(frozen=True)
+class SessionMark:
+    """How long a conversation's parts were at one moment: cutting them back to it (``ChatSession.cut``)
+    gives the conversation as it was then."""
+
+    messages: int
+    display: int
+    tools: int
+    media: int
+
+
+@dataclass(frozen=True)
 class ChatSession:
     session_id: str
     messages: tuple[dict[str, Any], ...] = ()
     display: tuple[dict[str, Any], ...] = ()
     media: tuple[MediaItem, ...] = ()
     tools: tuple[ToolCall, ...] = ()  # every call of the conversation, as the tool panel shows them
-    # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
-    regen_mark: tuple[int, int, int, int] | None = None
+    regen_mark: SessionMark | None = None  # right after the last user turn was added
     figures: str = ""
     answers: tuple[Answer, ...] = ()  # one per reply (the k-th assistant message), as it ended, with its figures
     ratings: tuple[ReplyRating, ...] = ()  # at most one per reply, in reply order
+    reply_marks: tuple[SessionMark, ...] = ()  # one per reply: the conversation just before it was generated
     epoch: int = 0  # the clears.epoch this conversation belongs to
     clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
 
@@ -99,6 +110,24 @@ class ChatSession:
     def stale(self) -> bool:
         """Cleared since this version was made (see ``ChatClears``)."""
         return self.epoch != self.clears.epoch
+
+    @property
+    def mark(self) -> SessionMark:
+        """The conversation's lengths now."""
+        return SessionMark(len(self.messages), len(self.display), len(self.tools), len(self.media))
+
+    @property
+    def reply_count(self) -> int:
+        """Replies so far: the assistant messages the engine sees."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant")
+
+    def cut(self, mark: SessionMark) -> ChatSession:
+        """The conversation cut back to ``mark``: the replies after it go, with their answers and ratings."""
+        messages = self.messages[:mark.messages]
+        kept = sum(1 for m in messages if m.get("role") == "assistant")
+        return replace(self, messages=messages, display=self.display[:mark.display], tools=self.tools[:mark.tools],
+                       media=self.media[:mark.media], answers=self.answers[:kept],
+                       ratings=tuple(r for r in self.ratings if r.reply < kept), reply_marks=self.reply_marks[:kept])
 
 
 def new_session() -> ChatSession:

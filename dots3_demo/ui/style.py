@@ -44,6 +44,10 @@ CSS = """
 .dark .d3-exact { color: #34d399; }
 .d3-engine { color: var(--body-text-color-subdued); font-weight: 500; }
 .d3-header .d3-incomplete { margin: 10px 0 0; }
+.d3-header.d3-compact { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 16px; padding: 8px 16px; }
+.d3-compact .d3-title { font-size: 1.25rem; }
+.d3-compact .d3-badges { margin-top: 0; }
+.d3-compact .d3-incomplete { flex-basis: 100%; margin: 2px 0 0; }
 
 #status { min-height: 1.6em; font-size: .88rem; }
 #status p { margin: 0; }
@@ -119,4 +123,36 @@ CSS = """
 #tools-status p { margin: 0; }
 #tool-panel table { font-size: .78rem; }
 #tool-panel td { font-family: var(--font-mono); }
+
+/* ---- work layout (an engine attached): uploads · what the model sees · chat, in one screen */
+.d3-glance { gap: 6px !important; }
+.d3-strip { font-size: .8rem; }
+.d3-strip.d3-empty { color: var(--body-text-color-subdued); padding: 8px 4px; }
+.d3-strip-head { margin: 0 0 6px; font-variant-numeric: tabular-nums; color: var(--body-text-color-subdued); }
+.d3-strip-head b { color: var(--body-text-color); }
+.d3-strip-frames { display: grid; grid-template-columns: repeat(auto-fill, minmax(78px, 1fr)); gap: 5px;
+  max-height: 232px; overflow-y: auto; }
+.d3-frame { margin: 0; display: flex; flex-direction: column; min-width: 0;
+  border: 1px solid var(--border-color-primary); border-radius: 6px; overflow: hidden;
+  background: var(--background-fill-secondary); }
+.d3-frame img { display: block; width: 100%; aspect-ratio: 16 / 9; object-fit: contain; background: #0f172a; }
+.d3-frame figcaption { font-size: .68rem; line-height: 1.25; padding: 2px 0 3px; text-align: center;
+  font-variant-numeric: tabular-nums; color: var(--body-text-color-subdued); }
+.d3-frame figcaption b { display: block; color: var(--body-text-color); font-weight: 600; }
+#glance-links { flex-wrap: nowrap; gap: 4px !important; }
+#glance-links button { flex: 1 1 0; min-width: 0 !important; font-size: .72rem; padding: 2px 4px; min-height: 26px;
+  white-space: nowrap; }
+/* the empty drop zones, shorter (Gradio's are 240 px tall) */
+#work-row .upload-container .wrap { min-height: 0 !important; height: 100% !important; padding: 2px !important; }
+#work-row #audio-tabs .upload-container { height: 104px !important; min-height: 0 !important; }
+#work-row #images-input .upload-container { padding-top: 22px; }
+#work-row #images-input .upload-container .icon-wrap { display: none; }
+
+#work-row #status { font-size: .8rem; }
+#work-row #images-input .file-preview-holder, #work-row #images-input table { max-height: 70px; }
+.d3-actions, .d3-rating { gap: 6px !important; align-items: center; }
+.d3-actions button, .d3-rating button { min-height: 30px; }
+#rate-status, #record-status { font-size: .78rem; color: var(--body-text-color-subdued); }
+#rate-status p, #record-status p { margin: 0; }
+#rate-status:not(:has(p)), #record-status:not(:has(p)) { display: none !important; }
 """

@@ -6,7 +6,9 @@ without a browser. Colours match ``dots3_demo.ui.figures.COLORS``.
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,8 @@ from dots3_demo.ui.figures import COLORS
 from dots3_demo.ui.state import StudioState
 
 if TYPE_CHECKING:
+    from PIL import Image
+
     from dots3_demo.inspection.audio import AudioReport
     from dots3_demo.inspection.image import ImageReport
     from dots3_demo.inspection.video import FrameInfo, VideoReport
@@ -56,21 +60,24 @@ def seconds_text(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------- header
-def header_html(profile: Profile, engine_line: str, ffmpeg_problem: str | None = None) -> str:
+def header_html(profile: Profile, engine_line: str, ffmpeg_problem: str | None = None, *, compact: bool = False) -> str:
     """The page header: profile, exactness and engine badges, and ``ffmpeg_problem`` (what
-    ``dots3_demo.ffmpeg.media_problem`` says at start-up) in red when the machine cannot decode media."""
+    ``dots3_demo.ffmpeg.media_problem`` says at start-up) in red when the machine cannot decode media.
+    ``compact`` (the work layout): the title and the badges on one line, without the subtitle."""
     badges = [f'<span class="d3-badge d3-profile" title="{esc(profile.path)}">profile · {esc(profile.name)}</span>']
     if profile.is_preview:
         badges.append(f'<span class="d3-badge d3-preview">{esc(PREVIEW_BADGE)}</span>')
     else:
         badges.append('<span class="d3-badge d3-exact">checkpoint geometry: numbers are exact</span>')
     badges.append(f'<span class="d3-badge d3-engine">{esc(engine_line)}</span>')
-    return (
-        '<div class="d3-header">'
-        '<div class="d3-title"><span class="d3-logo">●●●</span> Dots3 NOTE Studio</div>'
+    subtitle = "" if compact else (
         '<div class="d3-sub">What vLLM\'s <code>dots3_note</code> omni model actually sees: sampled frames, '
-        "patch grids, the degrade solver's token budget and the audio/frame interleave.</div>"
-        f'<div class="d3-badges">{"".join(badges)}</div>'
+        "patch grids, the degrade solver's token budget and the audio/frame interleave.</div>")
+    return (
+        f'<div class="d3-header{" d3-compact" if compact else ""}">'
+        '<div class="d3-title"><span class="d3-logo">●●●</span> Dots3 NOTE Studio</div>'
+        + subtitle
+        + f'<div class="d3-badges">{"".join(badges)}</div>'
         + (f'<div class="d3-incomplete" id="d3-ffmpeg" role="alert">⚠ {esc(ffmpeg_problem)}</div>'
            if ffmpeg_problem else "")
         + "</div>"
@@ -91,6 +98,41 @@ def frames_info_md(report: VideoReport, profile: Profile) -> str:
     ]
     lines += [f"- {esc(note)}" for note in report.notes]
     return "\n".join(lines)
+
+
+STRIP_THUMB_HEIGHT = 64  # px: the frame strip's pictures (twice that wide for 2:1 frames)
+STRIP_JPEG_QUALITY = 80
+EMPTY_STRIP = ("No video yet: the frames vLLM samples from it appear here, each with the timestamp put before "
+               "it in the prompt and its tokens.")
+
+
+def thumbnail_uri(picture: Image.Image, height: int = STRIP_THUMB_HEIGHT) -> str:
+    """``picture`` scaled to ``height`` px (at most 3 × as wide) as a JPEG ``data:`` URL."""
+    small = picture.convert("RGB")
+    small.thumbnail((3 * height, height))
+    buffer = io.BytesIO()
+    small.save(buffer, "JPEG", quality=STRIP_JPEG_QUALITY)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def frame_strip_html(report: VideoReport | None, profile: Profile | None) -> str:
+    """Every frame the vision tower gets, small, with its timestamp text and tokens, under one line of what
+    the solver chose (the numbers of ``frames_info_md`` and ``frame_caption``)."""
+    if report is None or profile is None or not report.frames:
+        return f'<div class="d3-strip d3-empty">{esc(EMPTY_STRIP)}</div>'
+    s = report.solver
+    ai = approx(profile, "image")
+    sound = (f"sound track: {len(report.audio_segments)} segment(s), {report.audio_pad_tokens:,} tok"
+             if report.audio.kept else "sound track: not in prompt")
+    head = (f'<div class="d3-strip-head"><b>{len(report.frames)} frames</b> · {s.effective_fps:.2f} fps · '
+            f"patch cap {s.patch_cap} · <b>{ai}{report.image_pad_tokens:,}</b> image tok · {esc(sound)}</div>")
+    frames = "".join(
+        f'<figure class="d3-frame" title="{esc(frame_caption(f, profile))}">'
+        f'<img src="{thumbnail_uri(f.image)}" alt="frame at {esc(f.timestamp)}">'
+        f"<figcaption><b>{esc(f.timestamp)}</b> {ai}{f.tokens} tok</figcaption></figure>"
+        for f in report.frames
+    )
+    return f'<div class="d3-strip">{head}<div class="d3-strip-frames">{frames}</div></div>'
 
 
 def solver_md(report: VideoReport, profile: Profile) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from dots3_demo.ui import layout
-from dots3_demo.ui.app import on_chat, on_chat_settle, on_clear
+from dots3_demo.ui.app import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, clear_session, current_session, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
@@ -47,8 +47,10 @@ def test_a_reply_cleared_mid_stream_stops_aborts_and_settles_on_the_empty_chat()
 
         await asyncio.wait_for(shown_two(), 10)
         last = seen[-1]["session"]
-        chatbot, cleared, panel, figures = on_clear(last)  # Clear arrives before the cancel does
+        clear = dict(zip(CLEAR_OUTPUTS, on_clear(last), strict=True))  # Clear arrives before the cancel does
+        chatbot, cleared, panel, figures = clear["chatbot"], clear["session"], clear["tool_panel"], clear["figures"]
         assert (chatbot, panel, figures, cleared.display) == ([], [], "", ())
+        assert clear["reply_picker"].choices == [] and clear["rating_note"] == ""
         before = len(seen)
         double.released.set()  # the engine sends " three": the reply must not show it
         await asyncio.wait_for(task, 10)
@@ -60,8 +62,7 @@ def test_a_reply_cleared_mid_stream_stops_aborts_and_settles_on_the_empty_chat()
             await asyncio.sleep(0.05)
         assert double.aborted == [request_id]  # closing the stale reply let the engine request go
         # settle runs last with the session the event wrote last (the old conversation)
-        settled = dict(zip([*layout.ChatStream.names(), "send"],
-                           on_chat_settle(engine, last), strict=True))
+        settled = dict(zip(SETTLE_OUTPUTS, on_chat_settle(engine, last), strict=True))
         assert settled["chatbot"] == [] and settled["tool_panel"] == [] and settled["figures"] == ""
         assert settled["session"].display == () and not settled["session"].stale
         # the next message starts from the cleared chat
@@ -78,8 +79,7 @@ def test_settle_keeps_a_conversation_that_was_not_cleared():
     session = new_session()
     kept = ChatSession(session_id=session.session_id, display=({"role": "user", "content": "hi"},),
                        clears=session.clears)
-    names = [*layout.ChatStream.names(), "send"]
-    settled = dict(zip(names, on_chat_settle(engine, kept), strict=True))
+    settled = dict(zip(SETTLE_OUTPUTS, on_chat_settle(engine, kept), strict=True))
     assert settled["session"] is kept and settled["chatbot"] == [{"role": "user", "content": "hi"}]
     clear_session(kept)
     assert kept.stale and current_session(kept).display == ()

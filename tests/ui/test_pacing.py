@@ -9,7 +9,7 @@ import gradio as gr
 
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import app as ui_app
-from dots3_demo.ui import chat
+from dots3_demo.ui import chat, layout
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
@@ -109,9 +109,12 @@ def test_streamed_steps_carry_no_component_updates():
     assert len(outputs) > 5 and all(len(o) == 6 for o in outputs)
     assert outputs[0][2] == "" and all(o[2] == gr.skip() for o in outputs[1:])  # box cleared once, then left alone
     assert not any(isinstance(value, gr.components.Component) for o in outputs for value in o)
-    assert ui_app.lock_send(engine).interactive is False and ui_app.lock_send(None) == gr.skip()
-    settled = ui_app.on_chat_settle(engine, outputs[-1][1])
-    assert settled[-1].interactive is True
+    held = layout.HeldByReply.names()
+    locked = dict(zip(held, ui_app.lock_send(engine), strict=True))  # Send, rating, regenerate-from, import
+    assert all(update["interactive"] is False for update in locked.values())
+    assert ui_app.lock_send(None) == (gr.skip(),) * len(held)
+    settled = dict(zip(ui_app.SETTLE_OUTPUTS, ui_app.on_chat_settle(engine, outputs[-1][1]), strict=True))
+    assert all(settled[name]["interactive"] is True for name in held)
 
 
 def test_chat_events_lock_send_first_and_stream_without_it():
@@ -120,8 +123,8 @@ def test_chat_events_lock_send_first_and_stream_without_it():
     engine = _engine(ScriptedAsyncLLM(["x"]))
     demo = ui_app.build_interface(load_profile(), engine, seq=SEQ)
     send = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chat-send")
-    for name in ("chat", "chat_submit", "regenerate", "tool_result", "run_example_tool"):
+    for name in ("chat", "chat_submit", "regenerate", "regenerate_from", "tool_result", "run_example_tool"):
         fn = next(f for f in demo.fns.values() if f.api_name == name)
         assert send not in fn.outputs and len(fn.outputs) == 6
-        before = [f for f in demo.fns.values() if f.outputs == [send] and not f.queue]
+        before = [f for f in demo.fns.values() if f.outputs and f.outputs[0] == send and not f.queue]
         assert any(f.trigger_after is None and fn.trigger_after == f._id for f in before), name
