@@ -505,7 +505,7 @@ class _Listen(_Options, total=False):
 def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
                   pacer: StreamPacer, inspect_workers: int) -> None:
     _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
-    _setup_chat(page, engine, pacer=pacer)
+    replies = _setup_chat(page, engine, pacer=pacer)
     if page.glance is not None:
         _setup_glance(page.glance, page.views.tabs)
     engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
@@ -513,6 +513,8 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
                            api_visibility="private", queue=False, show_progress="hidden")
     demo.load(**engine_watch)
     page.chat.engine_timer.tick(**engine_watch)
+    for reply in replies:  # the first message starts the engine: the header's badge says so once it ended
+        reply.then(**engine_watch)
 
 
 def _setup_inspection(page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
@@ -606,7 +608,8 @@ def _setup_glance(glance: layout.Glance, tabs: gr.Tabs) -> None:
                    api_visibility="private")
 
 
-def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -> None:
+def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -> list[Dependency]:
+    """The chat's events; returns the streaming ones (a reply each)."""
     tools, panel = page.tools, page.chat
     tools.example.input(chat_views.example_tools_json, tools.example, page.controls.tools_json,
                         api_visibility="private", queue=False)
@@ -647,6 +650,7 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
                                                 rating.reply, rating.status, rating.note],
                       cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
     _setup_rating(panel)
+    return events
 
 
 def _setup_rating(panel: layout.ChatPanel) -> None:

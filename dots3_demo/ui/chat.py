@@ -49,7 +49,7 @@ from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import chat_views, views
 from dots3_demo.ui.handlers import control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
-from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
+from dots3_demo.ui.state import ChatSession, MediaItem, SessionMark, StudioState
 from dots3_demo.workbench.records import Answer, ReplyRating, Verdict
 
 logger = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class _Reply:
         shown += [chat_views.tool_call_bubble(call) for call in self.calls]
         if self.writing:
             shown.append({"role": "assistant", "content": "…",
-                          "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
+                          "metadata": {"title": chat_views.WRITING_TOOL_CALL, "status": "pending"}})
         return shown
 
     def answer(self, error: str = "") -> Answer:
@@ -283,8 +283,57 @@ def regeneration_base(session: ChatSession, reply: int) -> ChatSession:
     base = session.cut(mark)
     # Regenerate (the last user turn) now means the user turn this reply answered: the mark of its first reply.
     turn = next((m for m in reversed(base.reply_marks + (mark,))
-                 if m.messages and base.messages[m.messages - 1].get("role") == "user"), None)
+                 if m[0] and base.messages[m[0] - 1].get("role") == "user"), None)
     return replace(base, regen_mark=turn, figures="")
+
+
+MEDIA_PARTS = ("image_url", "audio_url", "video_url")  # the user-turn parts that carry a MediaItem (``user_turn``)
+NOT_A_REPLY = ("↩", "⚠")  # bubbles between replies: tool results, notices of refused turns and of errors
+
+
+def _reply_bubble(bubble: dict[str, Any]) -> bool:
+    """A bubble ``_Reply.display`` makes: its notices, thinking, text, tool calls."""
+    title = str((bubble.get("metadata") or {}).get("title", ""))
+    return bubble.get("role") == "assistant" and not title.startswith(NOT_A_REPLY)
+
+
+def _message_bubble(bubble: dict[str, Any]) -> bool:
+    """A reply bubble only a reply with an engine message has: its text, or a tool call parsed whole."""
+    title = str((bubble.get("metadata") or {}).get("title", ""))
+    return not title or (title.startswith("🛠 ") and title != chat_views.WRITING_TOOL_CALL)
+
+
+def read_reply_marks(session: ChatSession) -> tuple[SessionMark, ...] | None:
+    """The mark of each reply, read back from the conversation itself (a session record keeps the messages
+    and bubbles, not the marks). A reply's bubbles follow the bubbles of what it answers; a run of reply
+    bubbles with text or a whole tool call is a reply with a message. None when the bubbles and the
+    messages do not match up (the conversation was not made by this chat)."""
+    if not session.reply_count:
+        return ()
+    starts: list[int] = []
+    bubbles = session.display
+    at = 0
+    while at < len(bubbles):
+        if not _reply_bubble(bubbles[at]):
+            at += 1
+            continue
+        end = at
+        while end < len(bubbles) and _reply_bubble(bubbles[end]):
+            end += 1
+        if any(_message_bubble(b) for b in bubbles[at:end]):
+            starts.append(at)
+        at = end
+    if len(starts) != session.reply_count:
+        return None
+    marks: list[SessionMark] = []
+    tools = media = 0
+    for index, message in enumerate(session.messages):
+        if message.get("role") == "assistant":
+            marks.append(SessionMark(index, starts[len(marks)], tools, media))
+            tools += len(message.get("tool_calls") or ())
+        elif message.get("role") == "user" and isinstance(message.get("content"), list):
+            media += sum(1 for part in message["content"] if isinstance(part, dict) and part.get("type") in MEDIA_PARTS)
+    return tuple(marks)
 
 
 def reply_missing(session: ChatSession, reply: int | None) -> str:

@@ -41,6 +41,8 @@ EXAMPLE_CHOICES = {
 # what the engine counts — includes them; the inspector counts the embeddings between them.
 MARKERS_PER_ITEM = {"image": 2, "audio": 2}
 
+WRITING_TOOL_CALL = "🛠 writing a tool call"  # the title of the bubble shown while a call is written
+
 STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
 
 ENGINE_HELP = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from dots3_demo.engine.protocol import ToolCall
 from dots3_demo.inspection.audio import AudioReport
@@ -80,15 +80,18 @@ class ChatClears:
         return self  # one per browser session, whoever copies the session holding it
 
 
-@dataclass(frozen=True)
-class SessionMark:
+class SessionMark(NamedTuple):
     """How long a conversation's parts were at one moment: cutting them back to it (``ChatSession.cut``)
-    gives the conversation as it was then."""
+    gives the conversation as it was then. A tuple ``(messages, display, tools, media)``: the session
+    record (``workbench.record``) keeps marks as such tuples."""
 
     messages: int
     display: int
     tools: int
     media: int
+
+
+Mark = tuple[int, int, int, int]  # a SessionMark, or the same four numbers as a plain tuple (an imported record)
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,12 @@ class ChatSession:
     display: tuple[dict[str, Any], ...] = ()
     media: tuple[MediaItem, ...] = ()
     tools: tuple[ToolCall, ...] = ()  # every call of the conversation, as the tool panel shows them
-    regen_mark: SessionMark | None = None  # right after the last user turn was added
+    # (len(messages), len(display), len(tools), len(media)) right after the last user turn was added
+    regen_mark: Mark | None = None
     figures: str = ""
     answers: tuple[Answer, ...] = ()  # one per reply (the k-th assistant message), as it ended, with its figures
     ratings: tuple[ReplyRating, ...] = ()  # at most one per reply, in reply order
-    reply_marks: tuple[SessionMark, ...] = ()  # one per reply: the conversation just before it was generated
+    reply_marks: tuple[Mark, ...] = ()  # one per reply: the conversation's mark just before it was generated
     epoch: int = 0  # the clears.epoch this conversation belongs to
     clears: ChatClears = field(default_factory=ChatClears, compare=False, repr=False)
 
@@ -121,12 +125,13 @@ class ChatSession:
         """Replies so far: the assistant messages the engine sees."""
         return sum(1 for m in self.messages if m.get("role") == "assistant")
 
-    def cut(self, mark: SessionMark) -> ChatSession:
+    def cut(self, mark: Mark) -> ChatSession:
         """The conversation cut back to ``mark``: the replies after it go, with their answers and ratings."""
-        messages = self.messages[:mark.messages]
+        at = SessionMark(*mark)
+        messages = self.messages[:at.messages]
         kept = sum(1 for m in messages if m.get("role") == "assistant")
-        return replace(self, messages=messages, display=self.display[:mark.display], tools=self.tools[:mark.tools],
-                       media=self.media[:mark.media], answers=self.answers[:kept],
+        return replace(self, messages=messages, display=self.display[:at.display], tools=self.tools[:at.tools],
+                       media=self.media[:at.media], answers=self.answers[:kept],
                        ratings=tuple(r for r in self.ratings if r.reply < kept), reply_marks=self.reply_marks[:kept])
 
 

@@ -13,6 +13,7 @@ import gradio as gr
 import pytest
 
 from dots3_demo.engine.inprocess import InProcessEngine
+from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, chat_views, layout
 from dots3_demo.ui.app import SETTLE_OUTPUTS, on_chat_settle, on_pick_reply, on_regenerate_from
@@ -20,6 +21,7 @@ from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from dots3_demo.workbench.records import Answer, ReplyRating
 from support.doubles import ScriptedAsyncLLM
+from tests.engine.media import make_png
 from tests.ui.test_chat import TOOL_SCRIPT
 
 SEQ = 32768
@@ -95,7 +97,7 @@ def test_each_reply_keeps_its_answer_with_its_figures(double, studio):
     assert isinstance(first, Answer) and first.finish_reason == "stop" and first.error == ""
     assert first.stats is not None and first.stats.output_tokens == 3 and first.stats.ttft_s == pytest.approx(0.25)
     assert first.stats.prompt is not None and first.stats.prompt.total == 16  # the engine's count (the double's ids)
-    assert len(session.reply_marks) == 2 and session.reply_marks[1].messages == 3  # user, reply, user
+    assert len(session.reply_marks) == 2 and session.reply_marks[1][0] == 3  # (messages, …): user, reply, user
 
 
 def test_a_tool_call_and_the_reply_after_its_result_are_two_answers(studio):
@@ -274,3 +276,58 @@ def test_the_regenerate_from_event(profile, double, studio):
     steps = asyncio.run(main())
     final = dict(zip(layout.ChatStream.names(), steps[-1], strict=True))["session"]
     assert _replies(final) == ["alpha-1#2 alpha-2#2 alpha-3#2 "] and len(final.answers) == 1
+
+
+# ---------------------------------------------------------------- marks read back (an imported record)
+def test_reply_marks_read_back_from_the_conversation_equal_the_ones_kept(studio, profile, tmp_path):
+    """A session record keeps messages and bubbles, not marks: reading them back from those gives the marks the
+    chat kept, through tool calls and results, a refused turn, a reply stopped while thinking and a failed one."""
+    state = {"think": False}
+
+    def script(engine_input):
+        last = engine_input["conversation"][-1]
+        if last["role"] == "tool":
+            return ["It is 21 °C."]
+        said = _said(engine_input)
+        if "weather" in said:
+            return TOOL_SCRIPT
+        if "ponder" in said:
+            state["think"] = True
+            return ["<think>hmm", " hmm", " hmm</think>", "done"]
+        if "break" in said:
+            return _Breaks(["half", " a reply", "x"])
+        return [f"{said.split()[-1]}-1 ", "end"]
+
+    async def stopped_while_thinking(engine, session):
+        views: list[chat.ChatView] = []
+
+        async def consume():
+            async for view in chat.send_message(engine, studio, session, "ponder this", _settings()):
+                views.append(view)
+
+        task = asyncio.create_task(consume())
+        await double.reached_hold.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        double.hold_at = None
+        return views[-1].session
+
+    double = ScriptedAsyncLLM(script)
+    engine = _engine(double)
+    tools = _settings(tools_json=json.dumps(EXAMPLE_TOOLS))
+    png = make_png(tmp_path / "p.png")
+    with_image = replace(studio, images=((str(png), inspect_file(str(png), profile, expected="image")),))
+    session = _last(chat.send_message(engine, with_image, new_session(), "look at this", _settings())).session
+    session = _last(chat.send_message(engine, studio, session, "weather in Paris?", tools)).session
+    session = _last(chat.send_tool_results(engine, studio, session, tools, run_examples=True)).session
+    session = _last(chat.send_message(engine, studio, session, "refused", _settings(tools_json="[nope"))).session
+    double.hold_at = 1
+    session = asyncio.run(stopped_while_thinking(engine, session))
+    assert state["think"] and "Thinking" in str(session.display)
+    session = _last(chat.send_message(engine, studio, session, "please break", _settings())).session
+    session = _last(chat.send_message(engine, studio, session, "say zulu", _settings())).session
+    assert session.reply_count == 5 and len(session.reply_marks) == 5
+    assert chat.read_reply_marks(session) == session.reply_marks
+    assert chat.read_reply_marks(replace(session, display=session.display[:-1])) is None  # bubbles ≠ messages
+    assert chat.read_reply_marks(new_session()) == ()
