@@ -72,6 +72,7 @@ table.d3r-table { border-collapse: collapse; margin: 6px 0 10px; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft); padding: 8px; border-radius: 6px;
   margin: 4px 0; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 details > summary { cursor: pointer; color: var(--muted); }
+details > .d3r-text { color: var(--muted); border-left: 3px solid var(--line); padding-left: 8px; margin: 4px 0 8px; }
 .d3r-figures { color: var(--muted); font-size: 13px; margin-top: 6px; }
 .d3r-rating { margin-top: 6px; }
 .d3r-ok { color: var(--ok); font-weight: 600; }
@@ -281,6 +282,11 @@ def _token_rows(kind: str, data: Mapping[str, Any]) -> list[tuple[str, str, obje
     return [("audio", "audio", _get(data, "tokens"))]
 
 
+def _texts(value: object) -> list[str]:
+    """A JSON list of notes as texts (anything else, e.g. from a damaged file: none)."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 def _dot(colour: str) -> str:
     """The modality's colour dot (the UI's colours: image blue, audio orange, text green)."""
     return f'<span class="d3r-dot" style="background:var(--{esc(colour)})"></span>' if colour else ""
@@ -307,7 +313,7 @@ def plan_html(plan: Mapping[str, Any]) -> str:
     if isinstance(frames, list) and frames:
         stamps = " ".join(esc(_get(f, "timestamp")) for f in frames)
         parts.append(f"<details><summary>frame timestamps ({len(frames)})</summary><pre>{stamps}</pre></details>")
-    notes = [*(data.get("notes") or ()), *(plan.get("approximate") or ())]
+    notes = [*_texts(data.get("notes")), *(f"approximate: {a}" for a in _texts(plan.get("approximate")))]
     if notes:
         parts.append("<ul>" + "".join(f'<li class="d3r-note">{esc(n)}</li>' for n in notes) + "</ul>")
     return f'<div class="d3r-plan">{"".join(parts)}</div>'
