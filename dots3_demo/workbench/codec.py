@@ -18,9 +18,7 @@ import sys
 import types
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
-
-T = TypeVar("T")
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 
 class DecodeError(ValueError):
