@@ -218,9 +218,10 @@ def _check_with_vllm(sampling: SamplingSettings) -> None:
     from dots3_demo.engine.inprocess import build_sampling_params, refusal_types
     from dots3_demo.engine.protocol import TurnRequest
 
+    refused: tuple[type[BaseException], ...] = (*refusal_types(), TypeError)
     try:
         build_sampling_params(TurnRequest(session_id="eval-check", messages=[], sampling=sampling))
-    except (*refusal_types(), TypeError) as exc:
+    except refused as exc:
         raise _LineProblem(f"sampling: vLLM refuses it: {one_line(exc)}") from None
 
 
