@@ -85,6 +85,7 @@ class EvalResult:
     answer: Answer | None = None
     checks: tuple[Check, ...] = ()
     error: str | None = None
+    notices: tuple[str, ...] = ()  # the engine's notes on how the request was served (a server's own budget …)
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
@@ -119,6 +120,7 @@ class EvalResult:
             "tokens_per_s": stats.tokens_per_s if stats is not None else None,
             "output_tokens": stats.output_tokens if stats is not None else None,
             "checks": [{"expect": c.expect, "found": c.found} for c in self.checks],
+            "notices": list(self.notices),
             "error": self.error,
         }
 
@@ -139,7 +141,7 @@ class EvalResult:
             return cls(id=None if item_id is None else str(item_id), line=int(data["line"]),
                        plan=tuple(data["plan"]), answer=answer,
                        checks=tuple(Check(str(c["expect"]), c["found"]) for c in data["checks"]),
-                       error=data["error"])
+                       error=data["error"], notices=tuple(str(n) for n in data.get("notices") or ()))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a result line ({one_line(exc)})") from None
 
@@ -383,11 +385,20 @@ def build_turn(item: EvalItem, plans: Sequence[FilePlan], session_id: str) -> Tu
                        video=item.video)
 
 
-async def ask(engine: ChatEngine, turn: TurnRequest) -> Answer:
+@dataclass(frozen=True)
+class Served:
+    """A request as it ended: the answer, and the engine's notes on how it was served."""
+
+    answer: Answer
+    notices: tuple[str, ...] = ()
+
+
+async def ask(engine: ChatEngine, turn: TurnRequest) -> Served:
     """Stream one turn to its end; a refusal or failure is the answer's ``error`` (with what arrived before).
 
     The stream is closed with ``aclosing`` whichever way this ends (a cancellation included), so the engine
     adapter aborts a request cut short."""
+    notices: tuple[str, ...] = ()
     text, reasoning = "", ""
     calls: tuple[ToolCall, ...] = ()
     finish: str | None = None
@@ -396,6 +407,7 @@ async def ask(engine: ChatEngine, turn: TurnRequest) -> Answer:
     try:
         async with contextlib.aclosing(engine.stream_turn(turn)) as stream:
             async for delta in stream:
+                notices += delta.notices
                 text += delta.text
                 reasoning += delta.reasoning
                 if delta.tool_calls or delta.finished:
@@ -410,8 +422,9 @@ async def ask(engine: ChatEngine, turn: TurnRequest) -> Answer:
     except Exception as exc:
         logger.exception("eval request %s failed", turn.request_id)
         error = f"the engine failed during this reply: {str(exc).strip() or type(exc).__name__}"
-    return Answer(text=text, reasoning=reasoning, tool_calls=calls, finish_reason=finish, stats=stats,
-                  error=one_line(error, ERROR_CHARS))
+    answer = Answer(text=text, reasoning=reasoning, tool_calls=calls, finish_reason=finish, stats=stats,
+                    error=one_line(error, ERROR_CHARS))
+    return Served(answer, notices)
 
 
 class _Runner:
@@ -468,9 +481,11 @@ class _Runner:
         if self.engine is None or self.requests is None:
             return EvalResult(id=entry.id, line=entry.line, plan=plan, checks=checks_for(entry.expect, None))
         async with self.requests:
-            answer = await ask(self.engine, turn)
+            served = await ask(self.engine, turn)
+        answer = served.answer
         return EvalResult(id=entry.id, line=entry.line, plan=plan, answer=answer,
-                          checks=checks_for(entry.expect, answer), error=answer.error or None)
+                          checks=checks_for(entry.expect, answer), error=answer.error or None,
+                          notices=served.notices)
 
 
 def ordered(entries: Sequence[SetEntry], new: dict[int, EvalResult],

@@ -87,6 +87,7 @@ def row_html(row: Row) -> str:
     for index, item in enumerate(r.plan):
         thumbs = row.thumbs[index] if index < len(row.thumbs) else ()
         parts.append(rh.media_html(str(item.get("file", f"media {index + 1}")), item, thumbs))
+    parts.extend(rh.banner_html(f"how it was served: {notice}") for notice in r.notices)
     if r.answer is not None:
         parts.append(rh.answer_html(r.answer, title="answer"))
     parts.append(checks_html(r))

@@ -193,3 +193,39 @@ def test_an_engine_run_answers_what_a_preview_only_planned(tmp_path, profile):
     # and a preview after it keeps the answers (nothing to redo)
     evaluate_now(set_path, tmp_path / "out", profile, None)
     assert results(tmp_path / "out")[0]["answer"] == "yes"
+
+
+def test_against_a_server_the_budget_follows_its_context_and_a_refused_budget_is_noted(tmp_path, profile):
+    from dots3_demo.engine.remote import MM_KWARGS_REFUSED, RemoteEngine
+    from tests.engine.test_remote import RefusingServer, _chunk, _serve
+
+    clip = media_factory.make_video(tmp_path / "clip.mp4", seconds=2, width=320, height=240, fps=10)
+    set_path = write_set(tmp_path / "set.jsonl", [
+        {"id": "clip", "media": [str(clip)], "prompt": "What moves?", "expect": ["bar"],
+         "sampling": {"max_tokens": 256}},
+        {"id": "text", "media": [], "prompt": "Hello?", "sampling": {"max_tokens": 256}},
+    ])
+    chunks = [_chunk({"role": "assistant", "content": "A white bar grows."}), _chunk({}, finish="stop"),
+              _chunk(usage={"prompt_tokens": 321, "completion_tokens": 5, "total_tokens": 326})]
+
+    async def scenario() -> tuple[EvalRun, RefusingServer]:
+        server = RefusingServer(chunks)  # vLLM's server without --trust-request-mm-kwargs
+        runner, url = await _serve(server)
+        try:
+            settings = BatchSettings(set_path=set_path, out_dir=tmp_path / "out", profile=profile)  # no --seq
+            return await evaluate(settings, RemoteEngine(url), Progress(io.StringIO())), server
+        finally:
+            await runner.cleanup()
+
+    run, server = asyncio.run(scenario())
+    assert run.default_seq == 4096  # the server's max_model_len (its /v1/models)
+    clip_row, text_row = results(tmp_path / "out")
+    assert clip_row["plan"][0]["video"]["budget"]["seq"] == 4096
+    assert clip_row["answer"] == "A white bar grows." and clip_row["checks"] == [{"expect": "bar", "found": True}]
+    assert clip_row["prompt_tokens"]["total"] == 321 and clip_row["prompt_tokens"]["by_modality"] is False
+    assert clip_row["notices"] == [MM_KWARGS_REFUSED] and text_row["notices"] == []
+    assert "how it was served" in (tmp_path / "out" / "report.html").read_text()
+    sent = [body for _, body in server.requests]
+    assert sent[0]["mm_processor_kwargs"] == {"seq": 4096, "max_new_tokens": 256, "audio_cap": 1.0,
+                                              "k_mode": "eval_ek"}
+    assert run.summary.exit_status == 0
