@@ -22,12 +22,15 @@ def _rate(value: float | None) -> str:
 
 
 def status_of(result: EvalResult) -> str:
-    """One word for an item: error, failed, passed, or planned (preview)."""
+    """A word or two for an item: error, failed, passed, answered (no expect strings: counted as passed), or
+    planned (preview)."""
     if result.error is not None:
         return "error"
     if result.answer is None:
         return "planned"
-    return "failed" if result.failed_checks else "passed"
+    if result.failed_checks:
+        return "failed"
+    return "passed" if result.checks else "answered (no checks)"
 
 
 def summary_html(run: EvalRun) -> str:
@@ -40,7 +43,8 @@ def summary_html(run: EvalRun) -> str:
         ("default video budget", f"seq {run.default_seq:,} (an item's own seq, output_reserve, max_new_tokens, "
                                  "audio_cap and k_mode win)"),
         ("items", f"{s.items:,}" + (f" ({s.not_run:,} not run: interrupted)" if s.not_run else "")),
-        ("passed", "— (preview: nothing answered)" if preview else f"{s.passed:,}"),
+        ("passed", "— (preview: nothing answered)" if preview
+         else f"{s.passed:,} (every expect string found; an item without any counts as passed)"),
         ("failed", "— (preview: nothing answered)" if preview else f"{s.failed:,}"),
         ("errors", f"{s.errors:,}"),
         ("media tokens (inspector)", f"{s.media_tokens:,} over the items run"),
@@ -78,7 +82,8 @@ def checks_html(result: EvalResult) -> str:
 def row_html(row: Row) -> str:
     r = row.result
     status = status_of(r)
-    cls = {"passed": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad"}.get(status, "d3r-note")
+    cls = {"passed": "d3r-ok", "answered (no checks)": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad"}.get(
+        status, "d3r-note")
     head = (f'<h3>{rh.esc(r.id or "(no id)")} <span class="{cls}">{rh.esc(status)}</span> '
             f'<span class="d3r-note">line {r.line}{" · from an earlier run" if row.earlier else ""}</span></h3>')
     parts = [head]
