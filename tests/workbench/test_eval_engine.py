@@ -229,3 +229,25 @@ def test_against_a_server_the_budget_follows_its_context_and_a_refused_budget_is
     assert sent[0]["mm_processor_kwargs"] == {"seq": 4096, "max_new_tokens": 256, "audio_cap": 1.0,
                                               "k_mode": "eval_ek"}
     assert run.summary.exit_status == 0
+
+
+def test_results_keep_the_sets_order_when_a_later_item_finishes_first(tmp_path, profile):
+    def script(engine_input):
+        return ["slow ", "reply"] if prompt_of(engine_input) == "slow" else ["fast"]
+
+    double = ScriptedAsyncLLM(script, hold_at=1)  # the two-step reply waits at its second step
+    set_path = write_set(tmp_path / "set.jsonl", [{"id": "slow", "media": [], "prompt": "slow"},
+                                                  {"id": "fast", "media": [], "prompt": "fast"}])
+    out = tmp_path / "out"
+
+    async def scenario() -> EvalRun:
+        settings = BatchSettings(set_path=set_path, out_dir=out, profile=profile, seq=8192)
+        task = asyncio.ensure_future(evaluate(settings, scripted_engine(double), Progress(io.StringIO())))
+        while not (out / "results.jsonl").exists():
+            await asyncio.sleep(0.01)
+        assert [r["id"] for r in results(out)] == ["fast"]  # written as it finished, a whole line
+        double.released.set()
+        return await task
+
+    asyncio.run(scenario())
+    assert [(r["id"], r["answer"]) for r in results(out)] == [("slow", "slow reply"), ("fast", "fast")]
