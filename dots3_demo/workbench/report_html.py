@@ -247,9 +247,9 @@ def _plan_rows(kind: str, data: Mapping[str, Any]) -> list[tuple[str, str]]:
             ("frames the model sees", f"{len(frame_list)} · {_size(_get(first, 'decoded_size'))} each · "
                                       f"solver {_n(_get(data, 'solver', 'effective_fps'))} fps, patch cap "
                                       f"{_n(_get(data, 'solver', 'patch_cap'))}"),
-            ("sound track", f"{'kept' if _get(data, 'audio', 'kept') is True else 'not in prompt'} · "
-                            f"{len(segments) if isinstance(segments, list) else 0} segment(s) · "
-                            f"{_get(data, 'audio', 'reason')}"),
+            ("sound track", f"{'kept' if _get(data, 'audio', 'kept') is True else 'not in prompt'}: "
+                            f"{_audio_reason(data)} · {len(segments) if isinstance(segments, list) else 0} "
+                            "segment(s)"),
             ("k_mode · audio_cap", f"{_get(data, 'solver', 'k_mode')} · {_n(_get(data, 'solver', 'audio_cap'))}"),
             ("budget", f"seq {_n(_get(data, 'budget', 'seq'))} − reserve "
                        f"{_n(_get(data, 'budget', 'output_reserve'))} = input "
@@ -290,6 +290,11 @@ def _texts(value: object) -> list[str]:
 def _dot(colour: str) -> str:
     """The modality's colour dot (the UI's colours: image blue, audio orange, text green)."""
     return f'<span class="d3r-dot" style="background:var(--{esc(colour)})"></span>' if colour else ""
+
+
+def _audio_reason(data: Mapping[str, Any]) -> str:
+    """The inspector's reason for the sound track, without the verdict it may start with (said before it)."""
+    return str(_get(data, "audio", "reason")).removeprefix("kept: ").removeprefix("dropped: ")
 
 
 def plan_html(plan: Mapping[str, Any]) -> str:
