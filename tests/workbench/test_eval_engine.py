@@ -152,9 +152,13 @@ def test_ctrl_c_keeps_what_finished_aborts_what_was_in_flight_and_a_rerun_does_t
     set_path = write_set(tmp_path / "set.jsonl", [{"id": p, "media": [], "prompt": p} for p in "abcd"])
     out = tmp_path / "out"
 
-    def interrupt() -> None:  # Ctrl-C once two replies wait in the engine
+    def waiting() -> bool:  # "a" is written, and "b" and "c" (sent once "a" freed its slot) wait in the engine
+        written = (out / "results.jsonl").is_file() and '"a"' in (out / "results.jsonl").read_text()
+        return written and len(double.generated) == 3 and len(double.generated) - len(double.closed_streams) == 2
+
+    def interrupt() -> None:  # Ctrl-C once "a" is done and two replies wait in the engine
         deadline = time.monotonic() + 60
-        while len(double.generated) - len(double.closed_streams) < 2:
+        while not waiting():
             if time.monotonic() > deadline:
                 return  # never reached: the test fails on its exit status, pytest is not interrupted
             time.sleep(0.01)
