@@ -8,14 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from dots3_demo.inspection import (
-    K_MODES,
-    InspectionError,
-    VideoSettings,
-    inspect_file,
-    report_to_json,
-)
-from dots3_demo.inspection.errors import one_line
+from dots3_demo.inspection import K_MODES, InspectionError, VideoSettings
+from dots3_demo.inspection.plan import plan_file
 from dots3_demo.inspection.video import DEFAULT_SEQ
 from dots3_demo.profiles import ProfileError, load_profile
 
@@ -90,19 +84,9 @@ def run_inspect(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         approximate = f" (approximate: {'; '.join(profile.approximate)})" if profile.approximate else ""
         print(f"profile: {profile.name}{approximate}", file=out)
     for path in args.files:
-        try:
-            item = report_to_json(path, inspect_file(path, profile, settings))
-            item["profile"] = profile.name
-            if profile.approximate:
-                item["approximate"] = list(profile.approximate)
-        except InspectionError as exc:
-            item = {"file": str(path), "error": str(exc)}
-            failed = True
-        except Exception as exc:  # noqa: BLE001 - never a traceback for the user
-            detail = one_line(exc) or type(exc).__name__
-            item = {"file": str(path), "error": f"could not inspect this file ({detail})"}
-            failed = True
-        print(json.dumps(item) if args.json else _summary(item), file=out, flush=True)
+        plan = plan_file(path, profile, settings)
+        failed = failed or plan.error is not None
+        print(json.dumps(plan.item) if args.json else _summary(plan.item), file=out, flush=True)
     return 2 if failed else 0
 
 

@@ -296,7 +296,9 @@ def summary_html(state: StudioState, profile: Profile) -> str:
         rows.append(_row(COLORS["text"], "video text", "timestamps, tags", f"{at}{v.text_tokens:,}"))
         kept = "kept" if v.audio.kept else "not in prompt"
         cls = "d3-ok" if v.audio.kept else "d3-warnline"
-        banner += f'<div class="d3-audio-reason {cls}"><b>Sound track {kept}:</b> {esc(v.audio.reason)}</div>'
+        # the inspector's reason starts with its verdict ("kept: …" / "dropped: …"), which the heading says
+        detail = v.audio.reason.removeprefix("kept: ").removeprefix("dropped: ")
+        banner += f'<div class="d3-audio-reason {cls}"><b>Sound track {kept}:</b> {esc(detail)}</div>'
         if not v.complete:
             banner = (
                 '<div class="d3-incomplete"><b>⚠ INCOMPLETE — frames only.</b> The video has a sound track '

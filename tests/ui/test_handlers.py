@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,8 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
     assert len(loaded.views["segment_pick"]["choices"]) == len(expected.audio_segments)
     assert len(loaded.views["groups_df"]) == len(expected.groups)
     assert "Sound track kept" in loaded.views["summary"]
+    text = re.sub(r"<[^>]+>", "", loaded.views["summary"])
+    assert re.search(r"Sound track kept: \d+ tokens reserved", text), text  # the verdict is said once
 
 
 def test_preview_marks_approximate_numbers(profile, loaded):

@@ -1,0 +1,141 @@
+"""``python app.py eval SET.jsonl --out DIR [--model DIR] [engine flags | --endpoint URL]``: batch evaluation.
+
+The flags are the command's own (``--out``, the default video budget, ``--inspect-workers``) and every vLLM
+engine flag (``cli.engine``, as for the studio); the run is ``workbench.batch``. Without ``--engine inprocess``
+or ``--endpoint`` it runs in preview mode: the plans only, ``answer: null``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dots3_demo.budget import DEFAULT_SEQ, K_MODES
+
+if TYPE_CHECKING:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from dots3_demo.engine.protocol import ChatEngine
+    from dots3_demo.workbench.batch import BatchSettings, EvalRun, Progress
+
+DESCRIPTION = (
+    "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
+    "expect, seq, output_reserve, max_new_tokens, audio_cap, k_mode, sampling, tools; media paths are relative "
+    "to the set file's folder) is planned by the inspector (each media file exactly as `app.py inspect --json` "
+    "prints it for that budget) and, with an engine, answered through the chat's request; an item's expect "
+    "strings are looked for in its answer (text and tool calls), case-insensitively. Writes DIR/results.jsonl "
+    "(one object per item, in the set's order) and DIR/report.html (one page, no script: the frames the model "
+    "saw, the plans, the answers, the checks). Without --engine inprocess or --endpoint it runs in preview "
+    "mode: the plans only, answer null. Requests run in parallel up to the engine's capacity (--max-num-seqs "
+    "in-process). A rerun with the same --out skips the items already done; Ctrl-C keeps what finished and "
+    "aborts the requests in flight. Exit status: 0 every item ran, 1 an expect string was not found, 2 an "
+    "item had an error (or the command could not run), 130 interrupted."
+)
+
+
+def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
+    """``app.py eval``'s flags: its own, then every vLLM engine flag (``cli.engine``)."""
+    from dots3_demo.cli.engine import add_engine_cli_args
+    from dots3_demo.cli.parser import count, new_parser
+    from dots3_demo.engine.flag_cache import asks_for_help_only
+    from dots3_demo.inspection.session import default_workers
+
+    parser = new_parser(prog="app.py eval", description=DESCRIPTION)
+    parser.add_argument("set", metavar="SET.jsonl", help="the questions, one JSON object per line")
+    group = parser.add_argument_group("batch evaluation")
+    group.add_argument("--out", required=True, metavar="DIR",
+                       help="folder for results.jsonl and report.html (made if missing; a rerun resumes)")
+    group.add_argument("--seq", type=int, default=None,
+                       help=f"video budget of items that give none (default: the engine's max_model_len, else "
+                       f"{DEFAULT_SEQ})")
+    group.add_argument("--output-reserve", type=int, default=None,
+                       help="tokens kept for the answer (default: seq // 4, vLLM's default)")
+    group.add_argument("--audio-cap", type=float, default=1.0,
+                       help="drop a video's sound track above this share of the input budget; 0 = frames only")
+    group.add_argument("--k-mode", default="eval_ek", choices=K_MODES, help="audio/frame interleaving")
+    group.add_argument("--inspect-workers", type=count, default=default_workers(), metavar="N",
+                       help="how many items are planned at once (default: one per usable core, as the studio)")
+    add_engine_cli_args(parser, help_only=asks_for_help_only(list(argv)))
+    return parser
+
+
+async def _run(settings: BatchSettings, engine: ChatEngine | None, progress: Progress) -> EvalRun:
+    from dots3_demo.workbench.batch import evaluate
+
+    try:
+        return await evaluate(settings, engine, progress)
+    finally:
+        if engine is not None:
+            await engine.shutdown()
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:.3f} s" if value is not None else "—"
+
+
+def summary_lines(run: EvalRun) -> list[str]:
+    """What the terminal says at the end."""
+    s = run.summary
+    if s.preview:
+        outcome = f"{s.ran} of {s.items} items planned (preview: nothing answered), {s.errors} with an error"
+    else:
+        outcome = f"{s.ran} of {s.items} items ran: {s.passed} passed, {s.failed} failed, {s.errors} errors"
+    lines = [
+        f"eval: {outcome}; media tokens (inspector) {s.media_tokens:,}",
+        f"eval: median TTFT {_seconds(s.median_ttft_s)}, median tokens/s "
+        + (f"{s.median_tokens_per_s:.1f}" if s.median_tokens_per_s is not None else "—"),
+        f"eval: results {run.results_path} · report {run.report_path}",
+    ]
+    if run.kept_elsewhere:
+        lines.append(f"eval: {run.kept_elsewhere} result(s) of ids no longer in the set are kept at the end of "
+                     f"{run.results_path.name}")
+    if run.unreadable:
+        lines.append(f"eval: {run.unreadable} line(s) of the earlier {run.results_path.name} could not be read; "
+                     "their items ran again")
+    return lines
+
+
+def main_eval(argv: Sequence[str]) -> int:
+    """``python app.py eval``; returns the exit status."""
+    argv = list(argv)
+    ns = build_parser(argv).parse_args(argv)
+
+    from dots3_demo.cli.engine import build_engine
+    from dots3_demo.engine.protocol import EngineUnavailable
+    from dots3_demo.profiles import ProfileError, load_profile
+    from dots3_demo.workbench.batch import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings, Progress
+
+    try:
+        profile = load_profile(ns.model)
+    except ProfileError as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    set_path = Path(ns.set)
+    if not set_path.is_file():
+        print(f"eval: {set_path} is not a file", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    settings = BatchSettings(set_path=set_path, out_dir=Path(ns.out), profile=profile, seq=ns.seq,
+                             output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
+                             inspect_workers=ns.inspect_workers)
+    engine = build_engine(ns)
+    progress = Progress(sys.stderr)
+    try:
+        run = asyncio.run(_run(settings, engine, progress))
+    except KeyboardInterrupt:
+        progress.end_line()
+        print(f"eval: interrupted: the items that finished are in {settings.out_dir / 'results.jsonl'} (and "
+              "report.html); the requests in flight were aborted; rerun the same command to run the rest",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EngineUnavailable as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    except OSError as exc:
+        print(f"eval: {exc.strerror or exc}: {exc.filename or settings.out_dir}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    for line in summary_lines(run):
+        print(line, flush=True)
+    return run.summary.exit_status

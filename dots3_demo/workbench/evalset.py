@@ -1,0 +1,262 @@
+"""An evaluation set (``SET.jsonl``, one JSON object per line) read into typed items.
+
+Each line becomes an :class:`EvalItem`, or a :class:`SetLineError` saying in one line why it cannot run (not
+JSON, a missing or unknown key, a value of the wrong type, a budget vLLM would refuse, a sampling value vLLM's
+``SamplingParams`` refuses, a tools list the studio's tools parser refuses, an id used before). A bad line
+never stops the others. Blank lines are skipped.
+
+Keys of a line::
+
+    id              string, unique in the set
+    media           list of paths, relative to the set file's folder ([] for a text-only question)
+    prompt          string: the user's message
+    system          string (optional; default the chat's system prompt, "" = none)
+    expect          list of strings the answer must contain, case-insensitive (optional)
+    seq, output_reserve, max_new_tokens, audio_cap, k_mode
+                    the video budget (optional; the command line's defaults otherwise)
+    sampling        object of vLLM sampling parameters (optional): temperature, top_p, top_k, max_tokens,
+                    seed, repetition_penalty
+    tools           list of OpenAI function schemas (optional)
+
+The engine plans a video for the reply's max tokens (``TurnRequest.mm_processor_kwargs``), so
+``max_new_tokens`` and ``sampling.max_tokens`` are one number: give either (both only if equal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dots3_demo.budget import K_MODES, VideoSettings
+from dots3_demo.engine.protocol import SamplingSettings
+from dots3_demo.errors import InspectionError
+from dots3_demo.inspection.errors import one_line
+from dots3_demo.tools import ToolSchemaError, validate_tools
+from dots3_demo.tools.schemas import json_type
+
+REQUIRED_KEYS = ("id", "media", "prompt")
+BUDGET_KEYS = ("seq", "output_reserve", "max_new_tokens", "audio_cap", "k_mode")
+KEYS = (*REQUIRED_KEYS, "system", "expect", *BUDGET_KEYS, "sampling", "tools")
+SAMPLING_KEYS = tuple(f.name for f in dataclasses.fields(SamplingSettings))
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One question of the set, ready to plan and send.
+
+    ``files`` are the media paths as opened and shown in the plan: the set file's folder joined to each
+    entry of ``media`` (normalised). ``video`` is the budget the inspector plans with and the engine gets;
+    its ``max_new_tokens`` is ``sampling.max_tokens``.
+    """
+
+    id: str
+    line: int
+    media: tuple[str, ...]
+    files: tuple[str, ...]
+    prompt: str
+    video: VideoSettings
+    sampling: SamplingSettings
+    system: str | None = None  # None: the chat's system prompt
+    expect: tuple[str, ...] = ()
+    tools: tuple[dict[str, Any], ...] = field(default=(), compare=False)  # OpenAI function tools, validated
+
+
+@dataclass(frozen=True)
+class SetLineError:
+    """A line that cannot run: ``id`` when the line named one, ``error`` in one line."""
+
+    line: int
+    error: str
+    id: str | None = None
+    expect: tuple[str, ...] = ()
+
+
+SetEntry = EvalItem | SetLineError
+
+
+@dataclass(frozen=True)
+class SetDefaults:
+    """The budget of items that give none of their own (from the command line)."""
+
+    seq: int
+    output_reserve: int | None = None
+    audio_cap: float = 1.0
+    k_mode: str = "eval_ek"
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+
+
+class _LineProblem(ValueError):
+    """Why one line cannot run (its message is the item's ``error``)."""
+
+
+def read_set(path: Path, defaults: SetDefaults) -> tuple[SetEntry, ...]:
+    """Every non-blank line of ``path`` as an item or an error, in the file's order.
+
+    Raises ``OSError`` when the file itself cannot be read (the command says so and stops).
+    """
+    folder = os.path.dirname(str(path))
+    entries: list[SetEntry] = []
+    seen: dict[str, int] = {}
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for number, text in enumerate(lines, start=1):
+            if not text.strip():
+                continue
+            entry = parse_line(text, number, folder, defaults)
+            if isinstance(entry, EvalItem):
+                if entry.id in seen:
+                    entry = SetLineError(number, f"duplicate id {entry.id!r} (first on line {seen[entry.id]})",
+                                         id=entry.id, expect=entry.expect)
+                else:
+                    seen[entry.id] = number
+            entries.append(entry)
+    return tuple(entries)
+
+
+def parse_line(text: str, number: int, folder: str, defaults: SetDefaults) -> SetEntry:
+    """One line of the set as an item, or the error that keeps it from running."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except _LineProblem as exc:
+        return SetLineError(number, str(exc))
+    except (ValueError, RecursionError) as exc:
+        return SetLineError(number, f"not a JSON object: {one_line(exc)}")
+    if not isinstance(data, dict):
+        return SetLineError(number, f"not a JSON object: a JSON {json_type(data)}")
+    item_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else None
+    expect: tuple[str, ...] = ()
+    try:
+        expect = _strings(data, "expect")
+        return _item(data, number, folder, defaults, expect)
+    except _LineProblem as exc:
+        return SetLineError(number, str(exc), id=item_id, expect=expect)
+
+
+def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
+          expect: tuple[str, ...]) -> EvalItem:
+    unknown = [key for key in data if key not in KEYS]
+    if unknown:
+        raise _LineProblem(f"unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(KEYS)})")
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise _LineProblem(f"missing key(s) {', '.join(map(repr, missing))}")
+    item_id = data["id"]
+    if not isinstance(item_id, str) or not item_id:
+        raise _LineProblem(f"id must be a non-empty string, got {_shown(item_id)}")
+    prompt = data["prompt"]
+    if not isinstance(prompt, str):
+        raise _LineProblem(f"prompt must be a string, got {_shown(prompt)}")
+    system = data.get("system")
+    if system is not None and not isinstance(system, str):
+        raise _LineProblem(f"system must be a string, got {_shown(system)}")
+    media = _strings(data, "media")
+    if any(not entry for entry in media):
+        raise _LineProblem("media holds an empty path")
+    files = tuple(os.path.normpath(os.path.join(folder, entry)) for entry in media)
+    sampling = _sampling(data, defaults.sampling)
+    video = _video(data, defaults, sampling)
+    if video.max_new_tokens != sampling.max_tokens:
+        sampling = dataclasses.replace(sampling, max_tokens=video.max_new_tokens)
+    _check_with_vllm(sampling)
+    tools = _tools(data)
+    return EvalItem(id=item_id, line=number, media=media, files=files, prompt=prompt, video=video,
+                    sampling=sampling, system=system, expect=expect, tools=tools)
+
+
+def _sampling(data: dict[str, Any], base: SamplingSettings) -> SamplingSettings:
+    given = data.get("sampling", {})
+    if not isinstance(given, dict):
+        raise _LineProblem(f"sampling must be an object, got {_shown(given)}")
+    unknown = [key for key in given if key not in SAMPLING_KEYS]
+    if unknown:
+        raise _LineProblem(f"unknown sampling key(s) {', '.join(map(repr, unknown))} "
+                           f"(known: {', '.join(SAMPLING_KEYS)})")
+    values: dict[str, Any] = {}
+    for key, value in given.items():
+        if key == "seed" and value is None:
+            values[key] = None
+        elif key in ("top_k", "max_tokens", "seed"):
+            values[key] = _integer(value, f"sampling.{key}")
+        else:
+            values[key] = _number(value, f"sampling.{key}")
+    return dataclasses.replace(base, **values)
+
+
+def _video(data: dict[str, Any], defaults: SetDefaults, sampling: SamplingSettings) -> VideoSettings:
+    max_tokens = sampling.max_tokens
+    if "max_new_tokens" in data:
+        max_new = _integer(data["max_new_tokens"], "max_new_tokens")
+        given = data.get("sampling", {})
+        if "max_tokens" in given and given["max_tokens"] != max_new:
+            raise _LineProblem(f"max_new_tokens {max_new} and sampling.max_tokens {given['max_tokens']} differ: the "
+                               "engine plans the video for the reply's max tokens; give one of them")
+        max_tokens = max_new
+    reserve = data.get("output_reserve", defaults.output_reserve)
+    k_mode = data.get("k_mode", defaults.k_mode)
+    if not isinstance(k_mode, str):
+        raise _LineProblem(f"k_mode must be one of {', '.join(K_MODES)}, got {_shown(k_mode)}")
+    settings = VideoSettings(
+        seq=_integer(data["seq"], "seq") if "seq" in data else defaults.seq,
+        output_reserve=None if reserve is None else _integer(reserve, "output_reserve"),
+        max_new_tokens=max_tokens,
+        audio_cap=_number(data["audio_cap"], "audio_cap") if "audio_cap" in data else defaults.audio_cap,
+        k_mode=k_mode,
+    )
+    try:
+        settings.validate()
+    except InspectionError as exc:
+        raise _LineProblem(f"budget: {exc}") from None
+    return settings
+
+
+def _check_with_vllm(sampling: SamplingSettings) -> None:
+    """vLLM's own ``SamplingParams`` checks the values (a negative temperature, top_p of 2, …)."""
+    from dots3_demo.engine.inprocess import build_sampling_params, refusal_types
+    from dots3_demo.engine.protocol import TurnRequest
+
+    refused: tuple[type[BaseException], ...] = (*refusal_types(), TypeError)
+    try:
+        build_sampling_params(TurnRequest(session_id="eval-check", messages=[], sampling=sampling))
+    except refused as exc:
+        raise _LineProblem(f"sampling: vLLM refuses it: {one_line(exc)}") from None
+
+
+def _tools(data: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    if "tools" not in data:
+        return ()
+    try:
+        return tuple(validate_tools(data["tools"]))
+    except ToolSchemaError as exc:
+        raise _LineProblem(f"tools: {exc}") from None
+
+
+def _strings(data: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _LineProblem(f"{key} must be a list of strings, got {_shown(value)}")
+    return tuple(value)
+
+
+def _integer(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _LineProblem(f"{name} must be a whole number, got {_shown(value)}")
+    return value
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _LineProblem(f"{name} must be a number, got {_shown(value)}")
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return f"{json_type(value)} {text if len(text) <= 40 else text[:39] + '…'}"
+
+
+def _reject_constant(name: str) -> Any:
+    raise _LineProblem(f"not a JSON object: {name} is not JSON")
