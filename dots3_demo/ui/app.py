@@ -34,10 +34,11 @@ from dots3_demo.profiles import Profile
 from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
-from dots3_demo.ui import chat, chat_views, examples, handlers, layout, style, views
+from dots3_demo.ui import chat, chat_views, examples, handlers, layout, session_files, style, views
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
+from dots3_demo.workbench.record import RecordError
 
 TITLE = "Dots3 NOTE Studio"
 GALLERY_JPEG_QUALITY = 90
@@ -368,6 +369,63 @@ def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
     return (rating.note if rating else ""), chat_views.rating_md(session, number)
 
 
+# ---------------------------------------------------------------- the session as files (export, import)
+def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, session: ChatSession,
+              *controls: Any) -> tuple[Any, Any, str]:
+    """The session's zip and HTML report as two download buttons; a session that cannot be exported (a file of
+    it is gone) says why and offers nothing."""
+    settings = chat.settings_from_controls(**layout.ChatControls.named(controls))
+    try:
+        exported = session_files.export_session(profile, engine, studio, session, settings)
+    except RecordError as exc:
+        gr.Warning(str(exc), duration=8)
+        hidden = gr.DownloadButton(visible=False)
+        return hidden, hidden, f"⚠ Not exported: {views.esc(exc)}"
+    line = (f"Exported {exported.replies} repl{'y' if exported.replies == 1 else 'ies'} and {exported.media} media "
+            f"file{'' if exported.media == 1 else 's'}: download the session (`{views.esc(exported.zip_path.name)}`, "
+            "to import later) and its report (one HTML page that opens offline).")
+    return (gr.DownloadButton(f"⇩ {exported.zip_path.suffix[1:]}", value=str(exported.zip_path), visible=True),
+            gr.DownloadButton("⇩ report", value=str(exported.html_path), visible=True), line)
+
+
+# What an import updates, in its output order (``_setup_record`` wires the components by these names).
+IMPORT_OUTPUTS = ("session", "chatbot", "tool_panel", "figures", "reply_picker", "rating_status", "record_status",
+                  "video", "images", "audio_file", "audio_mic", *layout.BudgetControls.names(),
+                  *layout.ChatControls.names())
+
+
+def on_import(session: ChatSession, path: str | None) -> tuple[Any, ...]:
+    """A session zip into this browser session: the conversation and its ratings, the settings, and the files
+    the panels held (the panels' change events inspect them again). A bad file: one line, nothing changed."""
+    if not path:
+        return tuple(gr.skip() for _ in IMPORT_OUTPUTS)
+    try:
+        imported = session_files.import_session(path, session)
+    except RecordError as exc:
+        gr.Warning(f"Not imported: {exc}", duration=10)
+        kept = {name: gr.skip() for name in IMPORT_OUTPUTS}
+        kept["record_status"] = f"⚠ Not imported: {views.esc(exc)} The conversation is as it was."
+        return tuple(kept[name] for name in IMPORT_OUTPUTS)
+    restored, panels, budget, setup = imported.session, imported.panels, imported.budget, imported.chat
+    picker, rating_line = _reply_picker(restored)
+    microphone = panels.audio_source == "microphone"
+    sampling = setup.sampling
+    values: dict[str, Any] = {
+        "session": restored, "chatbot": list(restored.display), "tool_panel": chat_views.tool_rows(restored),
+        "figures": restored.figures, "reply_picker": picker, "rating_status": rating_line,
+        "record_status": views.esc(imported.summary),
+        "video": panels.video, "images": list(panels.images) or None,
+        "audio_file": None if microphone else panels.audio, "audio_mic": panels.audio if microphone else None,
+        "seq": budget.seq, "reserve_auto": budget.output_reserve is None, "reserve": budget.configured_reserve,
+        "max_new_tokens": budget.max_new_tokens, "audio_cap": budget.audio_cap, "k_mode": budget.k_mode,
+        "system_prompt": setup.system_prompt, "tools_json": setup.tools_json, "temperature": sampling.temperature,
+        "top_p": sampling.top_p, "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "max_tokens": sampling.max_tokens, "seed": -1 if sampling.seed is None else sampling.seed,
+        "repetition_penalty": sampling.repetition_penalty, "tool_choice": setup.tool_choice,
+    }
+    return tuple(values[name] for name in IMPORT_OUTPUTS)
+
+
 def sync_max_new(max_tokens: float | None) -> int:
     return max(0, min(int(max_tokens or 0), handlers.MAX_NEW_TOKENS_MAX))
 
@@ -506,6 +564,7 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
                   pacer: StreamPacer, inspect_workers: int) -> None:
     _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
     replies = _setup_chat(page, engine, pacer=pacer)
+    _setup_record(page, profile, engine)
     if page.glance is not None:
         _setup_glance(page.glance, page.views.tabs)
     engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
@@ -651,6 +710,22 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
                       cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
     _setup_rating(panel)
     return events
+
+
+def _setup_record(page: _Page, profile: Profile, engine: ChatEngine | None) -> None:
+    """Export (the session's zip and HTML report, as downloads) and Import (a zip back into this session)."""
+    record, panel, uploads = page.chat.record, page.chat, page.uploads
+    record.export.click(partial(on_export, profile, engine), [page.state, panel.session, *page.controls.components()],
+                        [record.zip_file, record.report_file, record.status], api_name="export_session",
+                        concurrency_id="record", concurrency_limit=2)
+    by_name = {"session": panel.session, "chatbot": panel.chatbot, "tool_panel": page.tools.panel,
+               "figures": panel.figures, "reply_picker": panel.rating.reply, "rating_status": panel.rating.status,
+               "record_status": record.status, "video": uploads.video, "images": uploads.images,
+               "audio_file": uploads.audio_file, "audio_mic": uploads.audio_mic,
+               **dict(zip(layout.BudgetControls.names(), page.views.budget.components(), strict=True)),
+               **dict(zip(layout.ChatControls.names(), page.controls.components(), strict=True))}
+    record.import_file.upload(on_import, [panel.session, record.import_file], [by_name[n] for n in IMPORT_OUTPUTS],
+                              api_name="import_session", concurrency_id="record", concurrency_limit=2)
 
 
 def _setup_rating(panel: layout.ChatPanel) -> None:

@@ -233,3 +233,67 @@ def test_rate_a_reply_and_regenerate_from_an_earlier_one(page):
     assert page.locator("#rate-reply input").input_value().startswith("reply 1 · alpha-1")
     page.locator("#rate-reply input").click()
     assert page.get_by_role("option").count() == 1
+
+
+# ---------------------------------------------------------------- export and import (§3)
+def _import(page, path: Path) -> None:
+    with page.expect_file_chooser() as chooser:
+        page.locator("#import-session").click()
+    chooser.value.set_files(str(path))
+
+
+def test_export_then_import_into_another_session_restores_it(chromium, engine_url, tmp_path, shots_dir):
+    (ctx_a, a), (ctx_b, b) = _open(chromium, engine_url), _open(chromium, engine_url)
+    try:
+        _load_example_clip(a)
+        a.wait_for_function("() => document.querySelectorAll('#frame-strip figure img').length > 0")
+        a.locator("#chat-send").click()
+        _wait_chat(a, "segments 2 and 3")
+        _wait_finished(a)
+        a.locator("#rate-up").click()
+        a.locator("#rate-note :is(input, textarea)").fill("names both")
+        a.locator("#rate-save").click()
+        a.wait_for_function("() => document.querySelector('#rate-status').innerText.includes('names both')")
+        a.locator("#export-session").click()
+        a.wait_for_selector("#export-zip", state="visible")
+        with a.expect_download() as download:
+            a.locator("#export-zip").click()
+        exported = tmp_path / download.value.suggested_filename
+        download.value.save_as(exported)
+        assert exported.suffix == ".zip"
+        assert "Exported 1 reply and 1 media file" in a.locator("#record-status").inner_text()
+
+        _import(b, exported)
+        b.wait_for_function("() => document.querySelector('#record-status').innerText.includes('Imported')")
+        _wait_chat(b, "segments 2 and 3")
+        assert "reply 1 · 👍 ✎" in b.locator("#rate-reply input").input_value()
+        assert "names both" in b.locator("#rate-status").inner_text()
+        # the panels hold the clip again, inspected again: the strip and the summary are back
+        b.wait_for_function("() => document.querySelectorAll('#frame-strip figure img').length === 8")
+        b.wait_for_function("() => document.querySelector('#summary').innerText.includes('Sound track kept')")
+        b.wait_for_function("() => !document.querySelector('#status').innerText.includes('⏳')")
+        b.screenshot(path=str(shots_dir / "work-imported.png"))
+        # the chat goes on from the imported conversation (the panel's clip is not sent a second time: vLLM
+        # would refuse a second video) and regenerates from its reply
+        _send(b, "say again")
+        _wait_chat(b, "again-6")
+        _wait_finished(b)
+        assert "Not sent to the model" not in b.locator("#chatbot").inner_text()
+        _pick_reply(b, "reply 1")
+        b.locator("#regen-from").click()
+        _wait_chat(b, "segments 2 and 3", absent="again-6")
+        _wait_finished(b)
+        # a bad file: one line, the conversation stays
+        junk = tmp_path / "junk.zip"
+        junk.write_text("not a session")
+        _import(b, junk)
+        b.wait_for_function("() => document.querySelector('#record-status').innerText.includes('Not imported')")
+        assert "junk.zip is not a zip file" in b.locator("#record-status").inner_text()
+        assert "segments 2 and 3" in b.locator("#chatbot").inner_text()
+        # the exporting session is as it was
+        assert "again" not in a.locator("#chatbot").inner_text() and "Imported" not in a.locator(
+            "#record-status").inner_text()
+        assert a.locator("#rate-reply input").input_value().startswith("reply 1 · 👍 ✎")
+    finally:
+        ctx_a.close()
+        ctx_b.close()
