@@ -313,14 +313,27 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
                              tool_panel=chat_views.tool_rows(shown), figures="" if shown is not session else gr.skip(),
                              engine_status=chat_views.engine_status(engine))
-    return (*step.components(), *_held(True), *_reply_picker(shown))
+    picker, line = _reply_picker(shown)
+    held = dict(zip(layout.HeldByReply.names(), _held(True), strict=True))
+    held["rate_note"] = gr.update(interactive=True, value=_note_of(shown, _picked(shown)))  # the latest reply's note
+    return (*step.components(), *held.values(), picker, line)
+
+
+def _note_of(session: ChatSession, reply: Any) -> str:
+    number = _reply_number(reply)
+    return next((r.note for r in session.ratings if r.reply == number), "")
+
+
+def _picked(session: ChatSession, reply: int | None = None) -> int | None:
+    """The reply the picker shows: ``reply`` when the conversation has it, else the latest (None: no reply)."""
+    count = session.reply_count
+    return reply if reply is not None and 0 <= reply < count else (count - 1 if count else None)
 
 
 def _reply_picker(session: ChatSession, reply: int | None = None) -> tuple[gr.Dropdown, str]:
     """The reply picker on ``reply`` (None: the latest reply) and what the rating line says of it."""
-    choices = chat_views.reply_choices(session)
-    picked = reply if reply is not None and 0 <= reply < len(choices) else (choices[-1][1] if choices else None)
-    return gr.Dropdown(choices=choices, value=picked), chat_views.rating_md(session, picked)
+    picked = _picked(session, reply)
+    return gr.Dropdown(choices=chat_views.reply_choices(session), value=picked), chat_views.rating_md(session, picked)
 
 
 def on_clear(session: ChatSession) -> tuple[Any, ...]:
@@ -364,9 +377,7 @@ def on_rate_note(session: ChatSession, reply: Any, note: str | None) -> tuple[An
 
 def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
     """A reply was picked: its note in the note box, its rating on the rating line."""
-    number = _reply_number(reply)
-    rating = next((r for r in session.ratings if r.reply == number), None)
-    return (rating.note if rating else ""), chat_views.rating_md(session, number)
+    return _note_of(session, reply), chat_views.rating_md(session, _reply_number(reply))
 
 
 # ---------------------------------------------------------------- the session as files (export, import)
@@ -389,7 +400,8 @@ def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, 
 
 
 # What an import updates, in its output order (``_setup_record`` wires the components by these names).
-IMPORT_OUTPUTS = ("session", "chatbot", "tool_panel", "figures", "reply_picker", "rating_status", "record_status",
+IMPORT_OUTPUTS = ("session", "chatbot", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note",
+                  "record_status",
                   "video", "images", "audio_file", "audio_mic", *layout.BudgetControls.names(),
                   *layout.ChatControls.names())
 
@@ -413,6 +425,7 @@ def on_import(session: ChatSession, path: str | None) -> tuple[Any, ...]:
     values: dict[str, Any] = {
         "session": restored, "chatbot": list(restored.display), "tool_panel": chat_views.tool_rows(restored),
         "figures": restored.figures, "reply_picker": picker, "rating_status": rating_line,
+        "rating_note": _note_of(restored, _picked(restored)),
         "record_status": views.esc(imported.summary),
         "video": panels.video, "images": list(panels.images) or None,
         "audio_file": None if microphone else panels.audio, "audio_mic": panels.audio if microphone else None,
@@ -720,6 +733,7 @@ def _setup_record(page: _Page, profile: Profile, engine: ChatEngine | None) -> N
                         concurrency_id="record", concurrency_limit=2)
     by_name = {"session": panel.session, "chatbot": panel.chatbot, "tool_panel": page.tools.panel,
                "figures": panel.figures, "reply_picker": panel.rating.reply, "rating_status": panel.rating.status,
+               "rating_note": panel.rating.note,
                "record_status": record.status, "video": uploads.video, "images": uploads.images,
                "audio_file": uploads.audio_file, "audio_mic": uploads.audio_mic,
                **dict(zip(layout.BudgetControls.names(), page.views.budget.components(), strict=True)),

@@ -115,7 +115,7 @@ def test_reply_streams_in_progressively(page, double, shots_dir):
     figures = page.locator("#chat-figures").inner_text()
     assert "finish stop" in figures and "TTFT" in figures and "output" in figures
     assert "engine ready" in page.locator("#engine-status").inner_text()
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "chat_stream.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_stream.png"))
 
 
 def test_tool_call_reaches_the_panel_while_text_streams(page, double, shots_dir):
@@ -129,15 +129,15 @@ def test_tool_call_reaches_the_panel_while_text_streams(page, double, shots_dir)
         arg=[f"then-{WORDS}"], polling=10,
     )
     assert "waiting for result" in page.locator("#tool-panel").inner_text()
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "chat_tool_call_streaming.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_tool_call_streaming.png"))
     _wait_text(page, f"then-{WORDS}")
     assert "🛠 get_weather" in _chat_text(page)
     page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('tool_calls')")
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "chat_tool_call.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_tool_call.png"))
     page.locator("#tool-run").click()  # the round trip: the example executor answers, the model continues
     page.wait_for_function("() => document.querySelector('#tool-panel').innerText.includes('answered')")
     page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('finish')")
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "chat_tool_round_trip.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_tool_round_trip.png"))
     page.screenshot(path=str(shots_dir / "chat_full.png"), full_page=True)
 
 
@@ -152,7 +152,7 @@ def test_stop_ends_the_stream_and_aborts(page, double):
     time.sleep(0.5)
     assert _chat_text(page) == frozen and "bravo-400" not in frozen
     assert page.locator("#chat-send").is_enabled()
-    assert page.locator("#chat-accordion .error").count() == 0  # no red "Error" badge after Stop
+    assert page.locator("#chat-panel .error").count() == 0  # no red "Error" badge after Stop
 
 
 def test_closing_the_tab_aborts(chromium, chat_url, double):

@@ -218,12 +218,14 @@ def test_rate_a_reply_and_regenerate_from_an_earlier_one(page):
     _wait_chat(page, "bravo-6")
     _wait_finished(page)
     page.wait_for_function("() => document.querySelector('#rate-reply input').value.startsWith('reply 2')")
+    page.wait_for_function("() => document.querySelector('#rate-note :is(input, textarea)').value === ''")  # its own
     page.locator("#rate-down").click()
     page.wait_for_function("() => document.querySelector('#rate-status').innerText.includes('👎')")
     _pick_reply(page, "reply 1")  # the first reply's note comes back
     page.wait_for_function("() => document.querySelector('#rate-note :is(input, textarea)').value"
                            " === 'counts every word'")
-    assert "**" not in _status(page) and "reply 1 of 2 · 👍" in _status(page)
+    page.wait_for_function("() => document.querySelector('#rate-status').innerText.includes('reply 1 of 2 · 👍')")
+    assert "**" not in _status(page)  # Markdown, shown as such
 
     _pick_reply(page, "reply 1")
     page.locator("#regen-from").click()  # reply 1 again: bravo's turn and both ratings go
@@ -268,6 +270,7 @@ def test_export_then_import_into_another_session_restores_it(chromium, engine_ur
         _wait_chat(b, "segments 2 and 3")
         assert "reply 1 · 👍 ✎" in b.locator("#rate-reply input").input_value()
         assert "names both" in b.locator("#rate-status").inner_text()
+        assert b.locator("#rate-note :is(input, textarea)").input_value() == "names both"
         # the panels hold the clip again, inspected again: the strip and the summary are back
         b.wait_for_function("() => document.querySelectorAll('#frame-strip figure img').length === 8")
         b.wait_for_function("() => document.querySelector('#summary').innerText.includes('Sound track kept')")

@@ -155,7 +155,7 @@ def test_a_text_turn_streams_with_the_engines_figures(page, studio, shots_dir):
     output = output_tokens(done)
     assert ("finish length" in done and output == 200) or ("finish stop" in done and 0 < output <= 200)
     assert servers.wait_no_requests(studio) == 0
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "real_engine_text_turn.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_text_turn.png"))
 
 
 @pytest.fixture
@@ -255,7 +255,7 @@ def test_a_forced_tool_call_fills_the_panel_and_the_round_trip_continues(page, s
     panel = page.locator("#tool-panel").inner_text()
     assert "get_weather" in panel and "waiting for result" in panel
     assert "🛠 get_weather" in page.locator("#chatbot").inner_text()
-    page.locator("#chat-accordion").screenshot(path=str(shots_dir / "real_engine_tool_call.png"))
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_tool_call.png"))
     page.locator("#tool-choice").get_by_label("auto", exact=True).check()
     page.locator("#tool-run").click()  # the example executor answers; the model continues the turn
     page.wait_for_function("() => document.querySelector('#tool-panel').innerText.includes('answered')")

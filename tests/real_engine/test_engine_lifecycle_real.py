@@ -52,7 +52,7 @@ def test_loading_never_freezes_the_server_and_a_killed_engine_says_so(chromium, 
             first = status.inner_text()
             page.wait_for_function("(f) => document.querySelector('#engine-status').innerText !== f", arg=first)
             page.screenshot(path=str(shots_dir / "real_engine_loading.png"))
-            page.locator("#chat-accordion").screenshot(path=str(shots_dir / "real_engine_loading_chat.png"))
+            page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_loading_chat.png"))
             add_image(page, image)  # the inspector answers while vLLM loads
             page.locator("#images-input button[aria-label='Clear']").first.click()
             wait_text(page, "#status", "cleared")
@@ -81,7 +81,7 @@ def test_loading_never_freezes_the_server_and_a_killed_engine_says_so(chromium, 
             send(page, "Still there?")  # the page stays usable and says why nothing answers
             wait_text(page, "#chat-figures", "The engine is not available", timeout=30_000)
             add_image(page, image)  # and the inspector still works
-            page.locator("#chat-accordion").screenshot(path=str(shots_dir / "real_engine_died.png"))
+            page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_died.png"))
         finally:
             context.close()
 
@@ -105,7 +105,7 @@ def test_a_failed_start_says_why_in_plain_words(chromium, cpu_python, tiny_model
             fold.locator("summary").click()
             assert "weights" in fold.inner_text()
             assert "failed" in page.locator("#d3-header").inner_text()
-            page.locator("#chat-accordion").screenshot(path=str(shots_dir / "real_engine_failed_start.png"))
+            page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_failed_start.png"))
             send(page, "Hello?")
             wait_text(page, "#chat-figures", "the engine could not start", timeout=30_000)
         finally:

@@ -202,6 +202,10 @@ def test_rating_callbacks_of_the_app(profile, double, studio):
     # after a reply the picker lists every reply and points at the latest
     settled = dict(zip(SETTLE_OUTPUTS, on_chat_settle(_engine(double), rated), strict=True))
     assert settled["reply_picker"].value == 1 and len(settled["reply_picker"].choices) == 2
+    assert settled["rate_note"] == {"__type__": "update", "interactive": True, "value": ""}  # reply 2's note: none
+    noted = chat.note_reply(rated, 1, "good")
+    assert dict(zip(SETTLE_OUTPUTS, on_chat_settle(_engine(double), noted), strict=True))["rate_note"]["value"] == \
+        "good"
 
 
 # ---------------------------------------------------------------- regenerate

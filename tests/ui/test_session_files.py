@@ -143,6 +143,7 @@ def test_import_restores_the_conversation_ratings_settings_and_panels(exported, 
     assert out["chatbot"] == list(restored.display) and len(out["chatbot"]) == len(session.display)
     assert out["tool_panel"][0][:3] == ["get_weather", '{"city": "Paris"}', "✓ answered"]
     assert out["reply_picker"].value == 2 and len(out["reply_picker"].choices) == 3
+    assert out["rating_note"] == "too short"  # the latest reply's note, in the note box
     assert "Imported" in out["record_status"] and "3 replies (2 rated)" in out["record_status"]
     # the panel gets the clip as uploaded, at the path Gradio gives that upload: the conversation names the same
     video = out["video"]

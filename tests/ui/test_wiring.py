@@ -149,3 +149,25 @@ def test_chat_controls_are_read_by_name(demo):
                                "rep-penalty", "tool-choice"]  # the /chat API's order after the message
     for name in ("chat", "regenerate", "tool_result", "run_example_tool"):
         assert len(_fn(demo, name).outputs) == len(ChatStream.names())
+
+
+def test_the_work_layout_has_the_same_components_and_the_glance(profile, demo):
+    """With an engine the page is laid out for work (uploads, the glance, the chat in one window): the same
+    components and ids as the preview layout, plus the glance's links, each selecting its detail tab."""
+    from support.doubles import ScriptedAsyncLLM, scripted_engine
+
+    work = build_interface(profile, scripted_engine(ScriptedAsyncLLM(["x"])), seq=SEQ)
+    ids = [b.elem_id for b in work.blocks.values() if getattr(b, "elem_id", None)]
+    assert len(ids) == len(set(ids))
+    assert not [type(b).__name__ for b in work.blocks.values() if isinstance(b, gr.components.Component)
+                and not isinstance(b, (gr.State, gr.Timer)) and not b.elem_id]
+    preview_ids = {b.elem_id for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    links = {f"goto-{tab}" for tab in ("frames", "budget", "interleave", "images", "mel")}
+    assert set(ids) - preview_ids == links | {"glance", "glance-links", "work-row", "uploads-column", "glance-column",
+                                              "chat-panel", "detail-row", "turn-settings"}
+    assert preview_ids - set(ids) == {"chat-accordion"}
+    assert _by_id(demo, "frame-strip").visible is False and _by_id(work, "frame-strip").visible is True
+    tabs = _by_id(work, "views")
+    for tab in ("budget", "mel"):
+        link = next(f for f in work.fns.values() if f.targets and f.targets[0][0] == _by_id(work, f"goto-{tab}")._id)
+        assert link.outputs == [tabs] and link.fn().selected == tab
