@@ -354,8 +354,9 @@ def tokens_html(plan: SidePlan, profile: Profile) -> str:
     line = f'<div class="d3-cmp-stats">{"".join(f"<span>{c}</span>" for c in chips)}</div>'
     if figures.sound:
         cls = "d3-ok" if figures.sound_kept else "d3-warnline"
-        label = "Sound track kept" if figures.sound_kept else "Sound track not in the prompt"
-        line += f'<div class="d3-audio-reason {cls}"><b>{label}:</b> {views.esc(figures.sound)}</div>'
+        label = "Sound track" if figures.sound.startswith(("kept", "dropped")) else (
+            "Sound track kept:" if figures.sound_kept else "Sound track not in the prompt:")
+        line += f'<div class="d3-audio-reason {cls}"><b>{label}</b> {views.esc(figures.sound)}</div>'
     return line
 
 
