@@ -216,10 +216,10 @@ def test_stop_aborts_both_requests(profile, studio):
             if len(double.aborted) == 2:
                 break
             await asyncio.sleep(0.02)
-        return double, seen
+        return double, seen, list(double.aborted)  # before asyncio.run cancels what is left
 
-    double, seen = asyncio.run(main())
-    assert sorted(double.aborted) == sorted(request_id for _, _, request_id in double.generated)
+    double, seen, aborted = asyncio.run(main())
+    assert sorted(aborted) == sorted(request_id for _, _, request_id in double.generated)
     session = seen[-1].session  # the session keeps what was shown; settle calls the unfinished sides stopped
     assert [r.state for r in compare.settled(session)] == ["stopped", "stopped"]
     assert session.last.a.answer.text.startswith("alpha-1") and session.last.a.answer.finish_reason is None

@@ -177,10 +177,10 @@ def test_stop_aborts_both_and_settle_says_so(demo, profile, studio):
             if len(double.aborted) == 2:
                 break
             await asyncio.sleep(0.02)
-        return double, seen
+        return double, seen, list(double.aborted)  # before asyncio.run cancels what is left
 
-    double, seen = asyncio.run(main())
-    assert sorted(double.aborted) == sorted(r for _, _, r in double.generated)
+    double, seen, aborted = asyncio.run(main())
+    assert sorted(aborted) == sorted(r for _, _, r in double.generated)
     outputs = compare_ui.on_settle(None, seen[-1]["session"])
     settled = _named(outputs[:len(CompareStream.names())])
     _postprocessed(demo, settled)
