@@ -225,6 +225,22 @@ def test_stop_aborts_both_requests(profile, studio):
     assert session.last.a.answer.text.startswith("alpha-1") and session.last.a.answer.finish_reason is None
 
 
+def test_a_closed_tab_closes_both_requests(profile, studio):
+    async def main():
+        double = ScriptedAsyncLLM(lambda i: [f"w{n} " for n in range(200)], delay_s=0.005)
+        steps = compare.run_round(scripted_engine(double), profile, studio, new_compare_session(), "q",
+                                  setting(), setting(SEQ // 2))
+        async for view in steps:
+            if all(r.answer.text for r in view.replies):
+                break
+        await steps.aclose()  # GeneratorExit at the yield: what Gradio does when the tab closes
+        return double, list(double.aborted)
+
+    double, aborted = asyncio.run(main())
+    assert len(double.generated) == 2
+    assert sorted(aborted) == sorted(request_id for _, _, request_id in double.generated)
+
+
 def test_one_side_refused_by_the_engine_the_other_answers(profile, studio):
     double = ScriptedAsyncLLM(answer_by_system)
     views = run(compare.run_round(scripted_engine(double), profile, studio, new_compare_session(), "q",
