@@ -112,9 +112,31 @@ def engine_url(profile, double):
 
 
 def _systems(page) -> None:
+    """A's system prompt ends in "alpha", B's in "beta": typed again until the box keeps it (a value typed while an
+    accordion's content mounts was seen replaced by its first value on a loaded box)."""
     for side, word in (("a", "alpha"), ("b", "beta")):
         page.locator(f"#compare-{side}-more > button").first.click()
-        page.locator(f"#compare-{side}-system textarea").fill(f"Answer as {word}")
+        box = page.locator(f"#compare-{side}-system textarea")
+        box.wait_for(state="visible")
+        for _ in range(10):
+            box.fill(f"Answer as {word}")
+            box.press("Tab")
+            page.wait_for_timeout(300)
+            if box.input_value() == f"Answer as {word}":
+                break
+        assert box.input_value() == f"Answer as {word}"
+
+
+def _wait(page, script: str, what: str) -> None:
+    """Wait for ``script`` to hold; on a timeout, say what the round shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(script, polling=50)
+    except PlaywrightTimeout:
+        shown = {s: page.locator(s).inner_text() for s in ("#compare-status", "#compare-answer-a",
+                                                            "#compare-answer-b", "#compare-rounds")}
+        raise AssertionError(f"never {what}; the page shows {shown}") from None
 
 
 def test_a_round_with_the_engine_streams_both_and_takes_ratings(chromium, engine_url, double):
@@ -124,7 +146,8 @@ def test_a_round_with_the_engine_streams_both_and_takes_ratings(chromium, engine
         _systems(page)
         before = len(double.generated)
         page.locator("#compare-run").click()
-        page.wait_for_function("() => document.querySelector('#compare-status').innerText.includes('Both answered')")
+        _wait(page, "() => document.querySelector('#compare-status').innerText.includes('Both answered')",
+              "both answered")
         assert "alpha-12" in page.locator("#compare-answer-a").inner_text()
         assert "beta-12" in page.locator("#compare-answer-b").inner_text()
         assert "alpha" not in page.locator("#compare-answer-b").inner_text()
@@ -146,10 +169,10 @@ def test_stop_stops_both_answers(chromium, engine_url, double):
         _systems(page)
         before = len(double.generated)
         page.locator("#compare-run").click()
-        page.wait_for_function("() => ['a', 'b'].every(s => document.querySelector(`#compare-answer-${s}`)"
-                               ".innerText.includes('-3 '))")
+        _wait(page, "() => ['a', 'b'].every(s => document.querySelector(`#compare-answer-${s}`)"
+              ".innerText.includes('-3 '))", "both streamed three words")
         page.locator("#compare-stop").click()
-        page.wait_for_function("() => document.querySelector('#compare-status').innerText.includes('Stopped')")
+        _wait(page, "() => document.querySelector('#compare-status').innerText.includes('Stopped')", "stopped")
         started = [request_id for _, _, request_id in double.generated[before:]]
         assert len(started) == 2
         for _ in range(100):
