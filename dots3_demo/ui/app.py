@@ -35,6 +35,7 @@ from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 from dots3_demo.ui import chat, chat_views, examples, handlers, layout, style, views
+from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
@@ -373,6 +374,7 @@ class _Page:
     chat: layout.ChatPanel
     controls: layout.ChatControls
     tools: layout.ToolsPanel
+    compare: compare_ui.ComparePanel
 
 
 def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -> dict[str, Any]:
@@ -385,7 +387,9 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
         chat_panel, controls, tools = layout.render_chat(
             engine, chat_on=handlers.chat_enabled(engine), engine_status=chat_views.engine_status(engine),
             watch_engine=engine_watch_active(engine), max_tokens=default_max_tokens(engine))
-    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools)
+    with gr.Accordion("Compare two settings (A | B)", open=False, elem_id="compare-accordion"):
+        compared = compare_ui.render_compare(engine, seq=seq, max_tokens=default_max_tokens(engine))
+    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, compare=compared)
 
 
 # ---------------------------------------------------------------- wiring
@@ -414,6 +418,9 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
                   pacer: StreamPacer, inspect_workers: int) -> None:
     _setup_inspection(page, profile, engine, limits=limits, workers=inspect_workers)
     _setup_chat(page, engine, pacer=pacer)
+    compare_ui.setup_compare_events(page.compare, studio=page.state, chat_controls=page.controls, profile=profile,
+                                    engine=engine, limits=limits, pacer=pacer, concurrency=chat_concurrency(engine),
+                                    inspect_workers=inspect_workers)
     engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
                            outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
                            api_visibility="private", queue=False, show_progress="hidden")
@@ -548,7 +555,8 @@ QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_
 def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
     head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-    return {"theme": style.theme(), "css": style.CSS, "head": head, "max_file_size": limits.max_file_bytes}
+    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS, "head": head,
+            "max_file_size": limits.max_file_bytes}
 
 
 def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,
