@@ -35,9 +35,11 @@ from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 from dots3_demo.ui import chat, chat_views, examples, handlers, layout, session_files, style, views
+from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
+from dots3_demo.workbench.compare import CompareSession
 from dots3_demo.workbench.record import RecordError
 
 TITLE = "Dots3 NOTE Studio"
@@ -382,12 +384,13 @@ def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- the session as files (export, import)
 def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, session: ChatSession,
-              *controls: Any) -> tuple[Any, Any, str]:
-    """The session's zip and HTML report as two download buttons; a session that cannot be exported (a file of
-    it is gone) says why and offers nothing."""
+              compared: CompareSession, *controls: Any) -> tuple[Any, Any, str]:
+    """The session's zip and HTML report (the chat and the compare rounds) as two download buttons; a session
+    that cannot be exported (a file of it is gone) says why and offers nothing."""
     settings = chat.settings_from_controls(**layout.ChatControls.named(controls))
     try:
-        exported = session_files.export_session(profile, engine, studio, session, settings)
+        exported = session_files.export_session(profile, engine, studio, session, settings,
+                                                compare=compared.rounds)
     except RecordError as exc:
         gr.Warning(str(exc), duration=8)
         hidden = gr.DownloadButton(visible=False)
@@ -401,12 +404,12 @@ def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, 
 
 # What an import updates, in its output order (``_setup_record`` wires the components by these names).
 IMPORT_OUTPUTS = ("session", "chatbot", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note",
-                  "record_status",
+                  "record_status", "compare_session", "compare_rounds",
                   "video", "images", "audio_file", "audio_mic", *layout.BudgetControls.names(),
                   *layout.ChatControls.names())
 
 
-def on_import(session: ChatSession, path: str | None) -> tuple[Any, ...]:
+def on_import(session: ChatSession, compared: CompareSession, path: str | None) -> tuple[Any, ...]:
     """A session zip into this browser session: the conversation and its ratings, the settings, and the files
     the panels held (the panels' change events inspect them again). A bad file: one line, nothing changed."""
     if not path:
@@ -427,6 +430,8 @@ def on_import(session: ChatSession, path: str | None) -> tuple[Any, ...]:
         "figures": restored.figures, "reply_picker": picker, "rating_status": rating_line,
         "rating_note": _note_of(restored, _picked(restored)),
         "record_status": views.esc(imported.summary),
+        "compare_session": replace(compared, rounds=imported.compare),
+        "compare_rounds": compare_ui.rounds_md(replace(compared, rounds=imported.compare)),
         "video": panels.video, "images": list(panels.images) or None,
         "audio_file": None if microphone else panels.audio, "audio_mic": panels.audio if microphone else None,
         "seq": budget.seq, "reserve_auto": budget.output_reserve is None, "reserve": budget.configured_reserve,
@@ -515,11 +520,12 @@ class _Page:
     controls: layout.ChatControls
     tools: layout.ToolsPanel
     glance: layout.Glance | None  # the work layout's (None: preview)
+    compare: compare_ui.ComparePanel
 
 
 def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -> dict[str, Any]:
     """Preview (no engine): the inspector first, the chat below. With an engine, the work layout
-    (``layout``'s note on the two layouts)."""
+    (``layout``'s note on the two layouts). Compare, in an accordion, comes last in both."""
     chat_on = handlers.chat_enabled(engine)
     status, watch = chat_views.engine_status(engine), engine_watch_active(engine)
     max_tokens = default_max_tokens(engine)
@@ -533,22 +539,26 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
         with gr.Accordion("Chat with the model", open=True, elem_id="chat-accordion"):
             chat_panel, controls, tools = layout.render_chat(engine, chat_on=chat_on, engine_status=status,
                                                              watch_engine=watch, max_tokens=max_tokens)
-        return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=None)
-    summary = layout.render_summary(initial, render=False)  # shown in the glance
-    with gr.Row(equal_height=False, elem_id="work-row"):
-        with gr.Column(scale=3, min_width=250, elem_id="uploads-column"):
-            uploads = layout.render_uploads(initial, mode="work", summary=summary)
-        with gr.Column(scale=4, min_width=330, elem_id="glance-column"):
-            glance = layout.render_glance(initial, summary)
-        with gr.Column(scale=7, min_width=480, elem_id="chat-panel"):
-            chat_panel = layout.render_conversation(engine, chat_on=chat_on, engine_status=status, watch_engine=watch,
-                                                    mode="work")
-    with gr.Row(equal_height=False, elem_id="detail-row"):
-        with gr.Column(scale=8, min_width=560):
-            model_views = layout.render_model_views(initial, seq, summary, glance.strip)
-        with gr.Column(scale=4, min_width=320, elem_id="turn-settings"):
-            controls, tools = layout.render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
-    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=glance)
+        glance = None
+    else:
+        summary = layout.render_summary(initial, render=False)  # shown in the glance
+        with gr.Row(equal_height=False, elem_id="work-row"):
+            with gr.Column(scale=3, min_width=250, elem_id="uploads-column"):
+                uploads = layout.render_uploads(initial, mode="work", summary=summary)
+            with gr.Column(scale=4, min_width=330, elem_id="glance-column"):
+                glance = layout.render_glance(initial, summary)
+            with gr.Column(scale=7, min_width=480, elem_id="chat-panel"):
+                chat_panel = layout.render_conversation(engine, chat_on=chat_on, engine_status=status,
+                                                        watch_engine=watch, mode="work")
+        with gr.Row(equal_height=False, elem_id="detail-row"):
+            with gr.Column(scale=8, min_width=560):
+                model_views = layout.render_model_views(initial, seq, summary, glance.strip)
+            with gr.Column(scale=4, min_width=320, elem_id="turn-settings"):
+                controls, tools = layout.render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
+    with gr.Accordion("Compare two settings (A | B)", open=False, elem_id="compare-accordion"):
+        compared = compare_ui.render_compare(engine, seq=seq, max_tokens=max_tokens)
+    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=glance,
+                compare=compared)
 
 
 # ---------------------------------------------------------------- wiring
@@ -580,6 +590,9 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
     _setup_record(page, profile, engine)
     if page.glance is not None:
         _setup_glance(page.glance, page.views.tabs)
+    compare_ui.setup_compare_events(page.compare, studio=page.state, chat_controls=page.controls, profile=profile,
+                                    engine=engine, limits=limits, pacer=pacer, concurrency=chat_concurrency(engine),
+                                    inspect_workers=inspect_workers)
     engine_watch = _Listen(fn=partial(on_engine_tick, profile, engine), inputs=None,
                            outputs=[page.chat.engine_status, page.header, page.chat.engine_timer],
                            api_visibility="private", queue=False, show_progress="hidden")
@@ -728,17 +741,20 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
 def _setup_record(page: _Page, profile: Profile, engine: ChatEngine | None) -> None:
     """Export (the session's zip and HTML report, as downloads) and Import (a zip back into this session)."""
     record, panel, uploads = page.chat.record, page.chat, page.uploads
-    record.export.click(partial(on_export, profile, engine), [page.state, panel.session, *page.controls.components()],
+    record.export.click(partial(on_export, profile, engine),
+                        [page.state, panel.session, page.compare.session, *page.controls.components()],
                         [record.zip_file, record.report_file, record.status], api_name="export_session",
                         concurrency_id="record", concurrency_limit=2)
     by_name = {"session": panel.session, "chatbot": panel.chatbot, "tool_panel": page.tools.panel,
                "figures": panel.figures, "reply_picker": panel.rating.reply, "rating_status": panel.rating.status,
-               "rating_note": panel.rating.note,
+               "rating_note": panel.rating.note, "compare_session": page.compare.session,
+               "compare_rounds": page.compare.rounds,
                "record_status": record.status, "video": uploads.video, "images": uploads.images,
                "audio_file": uploads.audio_file, "audio_mic": uploads.audio_mic,
                **dict(zip(layout.BudgetControls.names(), page.views.budget.components(), strict=True)),
                **dict(zip(layout.ChatControls.names(), page.controls.components(), strict=True))}
-    record.import_file.upload(on_import, [panel.session, record.import_file], [by_name[n] for n in IMPORT_OUTPUTS],
+    record.import_file.upload(on_import, [panel.session, page.compare.session, record.import_file],
+                              [by_name[n] for n in IMPORT_OUTPUTS],
                               api_name="import_session", concurrency_id="record", concurrency_limit=2)
 
 
@@ -772,7 +788,8 @@ QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_
 def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
     head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-    return {"theme": style.theme(), "css": style.CSS, "head": head, "max_file_size": limits.max_file_bytes}
+    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS, "head": head,
+            "max_file_size": limits.max_file_bytes}
 
 
 def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,

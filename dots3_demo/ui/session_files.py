@@ -14,6 +14,7 @@ with the conversation already and does not attach them again.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat
 from dots3_demo.ui.state import ChatSession, StudioState, current_session
 from dots3_demo.workbench import record as rec
+from dots3_demo.workbench.records import CompareRound
 
 IMPORTS_FOLDER = "session-imports"  # inside Gradio's cache: each import unpacks into a folder of its own here
 
@@ -45,17 +47,20 @@ class ImportedSession:
     panels: rec.Panels  # paths in Gradio's cache
     budget: VideoSettings
     chat: rec.ChatSetup
+    compare: tuple[CompareRound, ...]
     summary: str
 
 
 def export_session(profile: Profile, engine: ChatEngine | None, studio: StudioState, session: ChatSession,
-                   settings: chat.ChatSettings, *, out_dir: str | Path | None = None) -> ExportedSession:
-    """The session's zip and HTML report, in a new folder under ``out_dir`` (default: Gradio's cache, which
-    the page may serve). Raises ``RecordError`` (one line) when a file of the session is gone."""
+                   settings: chat.ChatSettings, *, compare: Sequence[CompareRound] = (),
+                   out_dir: str | Path | None = None) -> ExportedSession:
+    """The session's zip and HTML report (the chat and the ``compare`` rounds), in a new folder under
+    ``out_dir`` (default: Gradio's cache, which the page may serve). Raises ``RecordError`` (one line) when a
+    file of the session is gone."""
     shown = current_session(session)
     record = rec.build_record(shown, studio, rec.chat_setup(settings), profile=profile,
                               model=(engine.model or "") if engine is not None else "",
-                              engine=engine.label if engine is not None else "")
+                              engine=engine.label if engine is not None else "", compare=compare)
     folder = Path(tempfile.mkdtemp(prefix="session-export-", dir=out_dir or get_upload_folder()))
     return ExportedSession(zip_path=rec.export_zip(record, folder), html_path=rec.export_html(record, folder),
                            replies=shown.reply_count, media=len(record.media))
@@ -71,14 +76,16 @@ def import_session(path: str | Path, session: ChatSession, *, dest_dir: str | Pa
     marks = chat.read_reply_marks(restored)
     restored = replace(restored, reply_marks=marks or ())
     return ImportedSession(session=restored, panels=record.panels, budget=record.budget, chat=record.chat,
+                           compare=record.compare,
                            summary=_summary(Path(path).name, record, restored, marks is not None))
 
 
 def _summary(name: str, record: rec.SessionRecord, session: ChatSession, marked: bool) -> str:
     replies, rated = session.reply_count, len(session.ratings)
     media = len(record.media)
+    rounds = f", {len(record.compare)} compare round(s)" if record.compare else ""
     line = (f"Imported {name}: {replies} repl{'y' if replies == 1 else 'ies'} ({rated} rated), {media} media "
-            f"file{'' if media == 1 else 's'}, exported {record.exported_at} by Dots3 NOTE Studio "
+            f"file{'' if media == 1 else 's'}{rounds}, exported {record.exported_at} by Dots3 NOTE Studio "
             f"{record.app_version} ({record.model or 'preview'}). The panels are inspected again.")
     if replies and not marked:
         line += " Its replies cannot be regenerated one by one (the conversation's bubbles do not match its messages)."

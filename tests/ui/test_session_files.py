@@ -22,7 +22,8 @@ from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, layout, session_files
 from dots3_demo.ui.app import IMPORT_OUTPUTS
 from dots3_demo.ui.state import StudioState, new_session
-from dots3_demo.workbench.records import ReplyRating
+from dots3_demo.workbench.compare import CompareSession, new_compare_session
+from dots3_demo.workbench.records import CompareRound, CompareSetting, CompareSide, ReplyRating
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_chat import TOOL_SCRIPT
 
@@ -99,14 +100,25 @@ def session(engine, studio, settings):
 
 
 @pytest.fixture(scope="module")
-def exported(fns, studio, session, controls):
-    zip_button, html_button, line = fns["export_session"].fn(studio, session, *controls)
+def compared(session) -> CompareSession:
+    """One compare round of the browser session (compare's own State), judged."""
+    side = CompareSide("A", CompareSetting(BUDGET, SamplingSettings(temperature=0.0)), verdict="up")
+    other = CompareSide("B", CompareSetting(replace(BUDGET, seq=4096), SamplingSettings()))
+    round_ = CompareRound(question="weather?", media=session.media[:1], a=side, b=other, preset="half the budget",
+                          preference="A")
+    return CompareSession(session_id="compare-1", rounds=(round_,))
+
+
+@pytest.fixture(scope="module")
+def exported(fns, studio, session, compared, controls):
+    zip_button, html_button, line = fns["export_session"].fn(studio, session, compared, *controls)
     assert zip_button.visible is True and html_button.visible is True
     return Path(zip_button.value["path"]), Path(html_button.value["path"]), line  # the buttons' files
 
 
 def _imported(fns, path, into=None) -> dict:
-    return dict(zip(IMPORT_OUTPUTS, fns["import_session"].fn(into or new_session(), str(path)), strict=True))
+    outputs = fns["import_session"].fn(into or new_session(), new_compare_session(), str(path))
+    return dict(zip(IMPORT_OUTPUTS, outputs, strict=True))
 
 
 def test_export_gives_the_zip_and_the_report_as_downloads(exported, fns, clip_with_audio):
@@ -121,6 +133,7 @@ def test_export_gives_the_zip_and_the_report_as_downloads(exported, fns, clip_wi
         recorded = json.loads(archive.read("session.json"))
     assert [r["verdict"] for r in recorded["transcript"]["ratings"]] == ["up", "down"]
     assert recorded["chat"]["system_prompt"] == "Be brief." and recorded["budget"]["k_mode"] == "whole"
+    assert [r["preference"] for r in recorded["compare"]] == ["A"]  # compare's rounds are in the record
     page = html_path.read_text(encoding="utf-8")
     assert "too short" in page and "<script" not in page.lower()
     outputs = fns["export_session"].outputs
@@ -144,6 +157,9 @@ def test_import_restores_the_conversation_ratings_settings_and_panels(exported, 
     assert out["tool_panel"][0][:3] == ["get_weather", '{"city": "Paris"}', "✓ answered"]
     assert out["reply_picker"].value == 2 and len(out["reply_picker"].choices) == 3
     assert out["rating_note"] == "too short"  # the latest reply's note, in the note box
+    (round_,) = out["compare_session"].rounds
+    assert (round_.preference, round_.preset, round_.a.verdict) == ("A", "half the budget", "up")
+    assert out["compare_rounds"].startswith("1 round(s) in this session · 1 rated")
     assert "Imported" in out["record_status"] and "3 replies (2 rated)" in out["record_status"]
     # the panel gets the clip as uploaded, at the path Gradio gives that upload: the conversation names the same
     video = out["video"]
@@ -156,8 +172,8 @@ def test_import_restores_the_conversation_ratings_settings_and_panels(exported, 
     assert (out["system_prompt"], out["temperature"], out["top_k"], out["seed"], out["max_tokens"]) == \
         ("Be brief.", 0.2, 20, 7, 256)
     assert json.loads(out["tools_json"]) == EXAMPLE_TOOLS
-    for block, value in zip(fns["import_session"].outputs, fns["import_session"].fn(new_session(), str(zip_path)),
-                            strict=True):
+    for block, value in zip(fns["import_session"].outputs,
+                            fns["import_session"].fn(new_session(), new_compare_session(), str(zip_path)), strict=True):
         if not isinstance(block, gr.State) and not (isinstance(value, dict) and value.get("__type__")) \
                 and not isinstance(value, gr.components.Component):
             block.postprocess(value)  # every value is one its component shows
@@ -194,17 +210,18 @@ def test_a_bad_file_says_so_in_one_line_and_changes_nothing(fns, tmp_path, sessi
         assert line.startswith("⚠ Not imported:") and reason in line and "\n" not in line
         assert all(value == gr.skip() for value in out.values())  # the conversation and the panels are kept
     assert not (tmp_path.parent / "evil.txt").exists() and not (tmp_path / "evil.txt").exists()
-    assert fns["import_session"].fn(session, None) == tuple(gr.skip() for _ in IMPORT_OUTPUTS)
+    assert fns["import_session"].fn(session, new_compare_session(), None) == tuple(gr.skip() for _ in IMPORT_OUTPUTS)
 
 
 def test_a_session_whose_file_is_gone_is_not_exported(fns, profile, session, controls, tmp_path, clip_with_audio):
+    compared = new_compare_session()
     gone = tmp_path / "gone.mp4"
     gone.write_bytes(clip_with_audio.read_bytes())
     report = inspect_file(str(gone), profile, BUDGET, expected="video")
     studio = StudioState(settings=BUDGET, video_path=str(gone), video=report)
     gone.unlink()
     with pytest.warns(UserWarning, match="no longer on the server"):
-        zip_button, html_button, line = fns["export_session"].fn(studio, session, *controls)
+        zip_button, html_button, line = fns["export_session"].fn(studio, session, compared, *controls)
     assert zip_button.visible is False and html_button.visible is False
     assert line.startswith("⚠ Not exported: gone.mp4 is no longer on the server")
 

@@ -1,0 +1,563 @@
+"""Compare (issue 12 §1–2): one question and the upload panels' media, planned and answered under two settings,
+A and B, side by side, and what the researcher judged of it. Plain functions and frozen dataclasses, no Gradio:
+``ui.compare`` lays the page out and wires it, tests call these directly.
+
+* a setting (:class:`~dots3_demo.workbench.records.CompareSetting`) is read from a column's controls by
+  :func:`read_setting`; :data:`PRESETS` fill both columns from the studio's own settings;
+* :func:`plan_side` plans the panels' media under one setting with the studio's inspector (``inspect_file``, the
+  call the video panel makes), so each column's frames, fps, patch cap and tokens are the inspector's own;
+* :func:`preview_round` is a round of plans only (no engine needed); :func:`run_round` also streams both answers at
+  once, two engine requests merged into one stream (:func:`merge_streams`). Closing it (Stop, a closed tab) closes
+  both requests, so the engine aborts both; a side that cannot run (bad settings, the engine refused it) says why
+  in its own column and the other side goes on;
+* a browser session's rounds are a :class:`CompareSession`; :func:`rate_side` and :func:`prefer` record the
+  judgements (👍/👎 and a note per side, A better / B better / tie per round) in its last round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
+
+from dots3_demo.engine.media import check_media_limits
+from dots3_demo.engine.protocol import (
+    ChatEngine,
+    EngineUnavailable,
+    RequestRefused,
+    SamplingSettings,
+    TurnDelta,
+    TurnRejected,
+    TurnRequest,
+    TurnStats,
+)
+from dots3_demo.inspection import InspectionError, inspect_file
+from dots3_demo.inspection.limits import UploadLimits
+from dots3_demo.profiles import Profile
+from dots3_demo.ui import chat, chat_views, handlers, views
+from dots3_demo.ui.pacing import StreamPacer
+from dots3_demo.ui.state import MediaItem, StudioState
+from dots3_demo.workbench.records import (
+    Answer,
+    CompareRound,
+    CompareSetting,
+    CompareSide,
+    Preference,
+    Side,
+    Verdict,
+)
+
+logger = logging.getLogger(__name__)
+
+SIDES: tuple[Side, Side] = ("A", "B")
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class ReadSetting:
+    """A column's controls read as a setting; ``problem`` (one line) when a control held no usable value."""
+
+    setting: CompareSetting
+    problem: str = ""
+
+
+def read_setting(seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float | str | None,
+                 audio_cap: float, k_mode: str | None, temperature: float, top_p: float, top_k: float | str | None,
+                 seed: float | str | None, repetition_penalty: float, system_prompt: str | None) -> ReadSetting:
+    """One column's controls (``ui.compare.SettingControls``, by these names) as a setting. Never raises: a
+    control that holds no usable number (emptied, or ``null`` from an API call) is named in ``problem``.
+
+    ``max_new_tokens`` is both the video budget's max new tokens and the sampling's max tokens: the engine plans
+    the video with the request's max tokens (``TurnRequest.mm_processor_kwargs``), so the plan shown is the one
+    the engine makes. ``system_prompt`` is sent as it is ("" = none).
+    """
+    problems: list[str] = []
+    max_new = max(1, int(handlers.control_number(max_new_tokens, "max new tokens", 1024, problems)))
+    video = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                            max_new_tokens=max_new, audio_cap=audio_cap, k_mode=k_mode or "")
+    if video.problem:
+        problems.append(video.problem.removeprefix("Budget controls not usable: "))
+    sampled = chat.settings_from_controls(system_prompt, "", temperature, top_p, top_k, max_new, seed,
+                                          repetition_penalty)
+    if sampled.problem:
+        problems.append(sampled.problem.removeprefix("Check the Sampling panel: ").rstrip("."))
+    setting = CompareSetting(video=replace(video, problem=""), sampling=sampled.sampling,
+                             system_prompt=system_prompt or "")
+    return ReadSetting(setting, f"Check the settings: {'; '.join(problems)}." if problems else "")
+
+
+def base_setting(studio: StudioState, sampling: SamplingSettings, system_prompt: str) -> CompareSetting:
+    """The studio's own setting: the Budget tab's video budget (as last applied) and the chat's sampling and system
+    prompt, with one max new tokens for both (the chat's max tokens, which the engine plans the video with)."""
+    max_new = max(1, int(sampling.max_tokens))
+    video = replace(studio.settings, max_new_tokens=max_new, problem="", question="")
+    return CompareSetting(video=video, sampling=replace(sampling, max_tokens=max_new), system_prompt=system_prompt)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A usual question, as two settings made from the studio's own (``base``)."""
+
+    key: str
+    label: str
+    make: Callable[[CompareSetting], tuple[CompareSetting, CompareSetting]]
+
+
+def _video(setting: CompareSetting, **changes: Any) -> CompareSetting:
+    return replace(setting, video=replace(setting.video, **changes))
+
+
+def _sampling(setting: CompareSetting, **changes: Any) -> CompareSetting:
+    return replace(setting, sampling=replace(setting.sampling, **changes))
+
+
+PRESETS: tuple[Preset, ...] = (
+    Preset("studio", "the studio's settings on both sides", lambda s: (s, s)),
+    Preset("half", "half the budget (B: seq ÷ 2)", lambda s: (s, _video(s, seq=s.video.seq // 2))),
+    Preset("no_sound", "without the sound track (B: audio cap 0)", lambda s: (s, _video(s, audio_cap=0.0))),
+    Preset("k_mode", "k_mode whole (A) vs eval_ek (B)",
+           lambda s: (_video(s, k_mode="whole"), _video(s, k_mode="eval_ek"))),
+    Preset("temperature", "temperature 0 (A) vs 0.8 (B)",
+           lambda s: (_sampling(s, temperature=0.0), _sampling(s, temperature=0.8))),
+)
+
+
+def preset(key: str) -> Preset:
+    """The preset called ``key`` (``KeyError`` names the known ones)."""
+    for p in PRESETS:
+        if p.key == key:
+            return p
+    raise KeyError(f"no preset {key!r}; presets: {', '.join(p.key for p in PRESETS)}")
+
+
+# ---------------------------------------------------------------- plans
+@dataclass(frozen=True)
+class PlanFigures:
+    """The numbers a column's plan shows, all from its inspection (``studio`` under the side's video budget)."""
+
+    frames: int
+    fps: float
+    patch_cap: int
+    frame_size: tuple[int, int]  # (w, h) of the frames vLLM produced
+    text: int  # media tokens by modality: the video's timestamps and tags, …
+    image: int  # … frames and images, …
+    audio: int  # … the video's sound track and audio clips
+    reserve: int
+    seq: int
+    sound_kept: bool
+    sound: str  # the inspector's reason the video's sound track is in the prompt or not ("" = no video)
+
+    @property
+    def media(self) -> int:
+        return self.text + self.image + self.audio
+
+    @property
+    def free(self) -> int:
+        return self.seq - self.reserve - self.media
+
+
+@dataclass(frozen=True)
+class SidePlan:
+    """One column's plan: the upload panels under the side's video budget, as the inspector planned them."""
+
+    side: Side
+    setting: CompareSetting
+    studio: StudioState | None = None  # the panels' reports, the video's under this side's budget; None: refused
+    error: str = ""  # one line: why this side cannot be planned (bad settings, the inspector refused the video)
+
+    @property
+    def media(self) -> tuple[MediaItem, ...]:
+        """The panels' media with this side's inspector numbers (what its figures line checks the engine against)."""
+        return tuple(chat.panel_media(self.studio)) if self.studio is not None else ()
+
+    @property
+    def figures(self) -> PlanFigures | None:
+        state = self.studio
+        if state is None:
+            return None
+        totals = views.totals(state)
+        video = state.video
+        settings = state.settings
+        return PlanFigures(
+            frames=len(video.frames) if video else 0, fps=video.solver.effective_fps if video else 0.0,
+            patch_cap=video.solver.patch_cap if video else 0,
+            frame_size=video.frames[0].decoded_size if video else (0, 0),
+            text=totals["text"], image=totals["image"], audio=totals["audio"],
+            reserve=settings.effective_reserve, seq=settings.seq,
+            sound_kept=bool(video and video.audio.kept), sound=video.audio.reason if video else "",
+        )
+
+
+def plan_side(profile: Profile, studio: StudioState, side: Side, read: ReadSetting, *,
+              limits: UploadLimits = UploadLimits()) -> SidePlan:
+    """Plan the panels' media under ``read``'s setting: the video through ``inspect_file`` with the side's video
+    budget (the studio's own report when it was made with the same budget); images and audio as the studio
+    inspected them (no video budget touches them)."""
+    setting = read.setting
+    if read.problem:
+        return SidePlan(side, setting, error=read.problem)
+    try:
+        setting.video.validate()
+    except InspectionError as exc:
+        return SidePlan(side, setting, error=f"Settings not usable: {exc}")
+    report = studio.video
+    if studio.video_path and (report is None or report.settings != setting.video):
+        try:
+            report = inspect_file(studio.video_path, profile, setting.video, expected="video", limits=limits)
+        except InspectionError as exc:
+            return SidePlan(side, setting, error=f"Video {views.name_of(studio.video_path)}: {exc}")
+    return SidePlan(side, setting, studio=replace(studio, settings=setting.video, video=report))
+
+
+async def plan_sides(profile: Profile, studio: StudioState, a: ReadSetting, b: ReadSetting, *,
+                     limits: UploadLimits = UploadLimits()) -> tuple[SidePlan, SidePlan]:
+    """Both plans, side by side in worker threads (each may decode the video)."""
+    plan_a, plan_b = await asyncio.gather(
+        asyncio.to_thread(plan_side, profile, studio, "A", a, limits=limits),
+        asyncio.to_thread(plan_side, profile, studio, "B", b, limits=limits))
+    return plan_a, plan_b
+
+
+# ---------------------------------------------------------------- a session's rounds
+@dataclass(frozen=True)
+class CompareSession:
+    """One browser session's compare rounds (kept in ``gr.State``; the session record exports ``rounds``)."""
+
+    session_id: str
+    rounds: tuple[CompareRound, ...] = ()
+
+    @property
+    def last(self) -> CompareRound | None:
+        return self.rounds[-1] if self.rounds else None
+
+
+def new_compare_session() -> CompareSession:
+    """A fresh session (``gr.State(new_compare_session)`` calls it once per browser session)."""
+    return CompareSession(session_id=uuid.uuid4().hex[:12])
+
+
+def judged(round_: CompareRound) -> bool:
+    return bool(round_.preference or round_.a.verdict or round_.b.verdict or round_.a.note or round_.b.note)
+
+
+def is_preview(round_: CompareRound) -> bool:
+    return round_.a.answer is None and round_.b.answer is None
+
+
+def with_round(session: CompareSession, round_: CompareRound, *, new: bool) -> CompareSession:
+    """``round_`` as the session's last round: a new one (it replaces a preview nobody judged: a draft), or the
+    last one updated."""
+    rounds = session.rounds
+    if new and not (rounds and is_preview(rounds[-1]) and not judged(rounds[-1])):
+        return replace(session, rounds=rounds + (round_,))
+    return replace(session, rounds=rounds[:-1] + (round_,))
+
+
+NO_ROUND = "Preview or run a round first: ratings belong to the round shown."
+
+
+def rate_side(session: CompareSession, side: Side, verdict: Verdict | None,
+              note: str | None) -> tuple[CompareSession, str]:
+    """Record 👍/👎 (``None``: no verdict) and a note for ``side`` of the last round; (session, message)."""
+    last = session.last
+    if last is None:
+        return session, NO_ROUND
+    key = "a" if side == "A" else "b"
+    judged_side = replace(getattr(last, key), verdict=verdict if verdict in ("up", "down") else None,
+                          note=(note or "").strip())
+    return with_round(session, replace(last, **{key: judged_side}), new=False), ""
+
+
+def prefer(session: CompareSession, preference: Preference | None) -> tuple[CompareSession, str]:
+    """Record A better / B better / tie (``None``: undecided) for the last round; (session, message)."""
+    last = session.last
+    if last is None:
+        return session, NO_ROUND
+    value = preference if preference in ("A", "B", "tie") else None
+    return with_round(session, replace(last, preference=value), new=False), ""
+
+
+# ---------------------------------------------------------------- replies
+ReplyState = Literal["planned", "refused", "waiting", "streaming", "done", "stopped", "failed"]
+
+
+@dataclass(frozen=True)
+class SideReply:
+    """One column's reply as it stands (what its answer and figures line show)."""
+
+    answer: Answer = field(default_factory=Answer)
+    state: ReplyState = "planned"
+    writing_tool_call: bool = False
+    notices: tuple[str, ...] = ()
+
+    @property
+    def stats(self) -> TurnStats:
+        return self.answer.stats or TurnStats()
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "refused", "failed", "stopped")
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.answer.finish_reason
+
+    def add(self, delta: TurnDelta) -> SideReply:
+        """This reply with ``delta`` applied (text and reasoning are incremental, tool calls are all so far)."""
+        a = self.answer
+        calls = delta.tool_calls if delta.tool_calls or delta.finished else a.tool_calls
+        answer = replace(a, text=a.text + delta.text, reasoning=a.reasoning + delta.reasoning, tool_calls=calls,
+                         finish_reason=delta.finish_reason if delta.finished else None, stats=delta.stats)
+        return SideReply(answer, "done" if delta.finished else "streaming",
+                         writing_tool_call=delta.writing_tool_call and not delta.finished,
+                         notices=self.notices + delta.notices)
+
+    def failed(self, message: str, state: ReplyState = "failed") -> SideReply:
+        return replace(self, answer=replace(self.answer, error=message), state=state, writing_tool_call=False)
+
+    def structural(self, before: SideReply) -> bool:
+        """Shown at once, not paced: the first words, a tool call begun or parsed, the end, a notice."""
+        a, b = self.answer, before.answer
+        return (self.state != before.state or (bool(a.text or a.reasoning) and not (b.text or b.reasoning))
+                or len(a.tool_calls) != len(b.tool_calls) or self.writing_tool_call != before.writing_tool_call
+                or self.notices != before.notices)
+
+    def size(self) -> int:
+        a = self.answer
+        return len(a.text) + len(a.reasoning) + sum(len(c.arguments) for c in a.tool_calls)
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """One step of a round, for the page: the session (its last round is this one), both plans, both replies."""
+
+    session: CompareSession
+    plans: tuple[SidePlan, SidePlan] | None  # None: still planning
+    replies: tuple[SideReply, SideReply]
+    status: str  # one line (Markdown) about the round as a whole
+    done: bool = False
+    new_plans: bool = False  # the plans changed in this step (the page redraws them)
+
+    @property
+    def round(self) -> CompareRound | None:
+        return self.session.last
+
+
+def _round(question: str, studio: StudioState, plans: tuple[SidePlan, SidePlan], replies: tuple[SideReply, SideReply]
+           | None, preset_key: str) -> CompareRound:
+    a, b = (CompareSide(p.side, p.setting, answer=r.answer if r is not None else None)
+            for p, r in zip(plans, replies or (None, None), strict=True))
+    return CompareRound(question=question, media=tuple(chat.panel_media(studio)), a=a, b=b, preset=preset_key)
+
+
+def _answered(round_: CompareRound, replies: tuple[SideReply, SideReply]) -> CompareRound:
+    return replace(round_, a=replace(round_.a, answer=replies[0].answer), b=replace(round_.b, answer=replies[1].answer))
+
+
+def _plan_status(plans: tuple[SidePlan, SidePlan], studio: StudioState) -> str:
+    if not chat.panel_media(studio):
+        return "No media in the upload panels: the plans hold the question alone."
+    bad = [p.side for p in plans if p.error]
+    if bad:
+        return f"⚠ {' and '.join(bad)} cannot be planned (see {'its' if len(bad) == 1 else 'their'} column)."
+    return "✓ Plans of A and B from the inspector."
+
+
+async def preview_round(profile: Profile, studio: StudioState, session: CompareSession, question: str | None,
+                        a: ReadSetting, b: ReadSetting, *, preset_key: str = "",
+                        limits: UploadLimits = UploadLimits()) -> CompareView:
+    """Plans only (no engine): the panels' media under A and B side by side, recorded as a round without answers."""
+    plans = await plan_sides(profile, studio, a, b, limits=limits)
+    round_ = _round((question or "").strip(), studio, plans, None, preset_key)
+    replies = tuple(SideReply().failed(p.error, "refused") if p.error else SideReply() for p in plans)
+    return CompareView(with_round(session, round_, new=True), plans, (replies[0], replies[1]),
+                       "Preview: " + _plan_status(plans, studio), done=True, new_plans=True)
+
+
+@dataclass(frozen=True)
+class SideEvent:
+    """What one side's stream said: a delta, or why it ended early (``error``, one line)."""
+
+    delta: TurnDelta | None = None
+    error: str = ""
+
+
+async def side_events(engine: ChatEngine, turn: TurnRequest) -> AsyncGenerator[SideEvent, None]:
+    """``engine.stream_turn(turn)`` as events; a refusal or failure is this side's last event, never an exception
+    (so the other side goes on). Closing it closes the engine stream, which aborts the request."""
+    try:
+        async with contextlib.aclosing(engine.stream_turn(turn)) as stream:
+            async for delta in stream:
+                yield SideEvent(delta=delta)
+    except (RequestRefused, TurnRejected) as exc:
+        yield SideEvent(error=f"Refused — not an engine failure: {exc}")
+    except EngineUnavailable as exc:
+        yield SideEvent(error=f"The engine is not available: {exc}")
+    except Exception as exc:
+        logger.exception("compare request %s failed", turn.request_id)
+        yield SideEvent(error=f"The engine failed: {str(exc).strip() or type(exc).__name__}")
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A stream's end in the merge's queue (``error``: what it raised)."""
+
+    error: BaseException | None = None
+
+
+async def merge_streams(streams: Mapping[T, AsyncGenerator[Any, None]]) -> AsyncGenerator[tuple[T, Any], None]:
+    """The items of several async generators as they arrive, each tagged with its key.
+
+    Each stream is consumed by its own task, inside ``aclosing``. When this generator is closed or cancelled
+    before the streams end (Stop, a closed tab) every task is cancelled and awaited, so every stream is closed (an
+    engine stream aborts its request) before this one is.
+    """
+    queue: asyncio.Queue[tuple[T, Any]] = asyncio.Queue()
+
+    async def pump(key: T, stream: AsyncGenerator[Any, None]) -> None:
+        error: BaseException | None = None
+        try:
+            async with contextlib.aclosing(stream) as items:
+                async for item in items:
+                    await queue.put((key, item))
+        except Exception as exc:  # noqa: BLE001 - raised again by the merge, once every stream is closed
+            error = exc
+        finally:
+            queue.put_nowait((key, _Ended(error)))
+
+    tasks = [asyncio.create_task(pump(key, stream)) for key, stream in streams.items()]
+    try:
+        running = len(tasks)
+        while running:
+            key, item = await queue.get()
+            if isinstance(item, _Ended):
+                running -= 1
+                if item.error is not None:
+                    raise item.error
+                continue
+            yield key, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+START_WAIT_UPDATE_S = 1.0  # how often a round waiting for the engine to load shows the load stage
+
+
+async def engine_start(engine: ChatEngine) -> AsyncGenerator[str, None]:
+    """Start the engine (or join its start), yielding its load stage every second while it loads; raises
+    ``EngineUnavailable`` when it cannot start. The start belongs to the engine: closing this only stops waiting."""
+    starting = asyncio.ensure_future(engine.start())
+    while True:
+        done, _ = await asyncio.wait({starting}, timeout=START_WAIT_UPDATE_S)
+        if done:
+            starting.result()
+            return
+        yield chat_views.loading_line(engine.status) or "starting"
+
+
+def side_turn(session: CompareSession, plan: SidePlan, question: str, default_system: str) -> TurnRequest:
+    """The engine request of one side: the panels' media and the question, under the side's setting."""
+    studio = plan.studio
+    if studio is None:
+        raise ValueError(f"side {plan.side} has no plan: {plan.error}")
+    user, _ = chat.user_turn(question, list(plan.media))
+    system = plan.setting.system_prompt if plan.setting.system_prompt is not None else default_system
+    messages = ([{"role": "system", "content": system}] if system.strip() else []) + [user]
+    return TurnRequest(session_id=f"{session.session_id}-{plan.side.lower()}", messages=messages,
+                       sampling=plan.setting.sampling, video=plan.setting.video)
+
+
+async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioState, session: CompareSession,
+                    question: str | None, a: ReadSetting, b: ReadSetting, *, preset_key: str = "",
+                    default_system: str = chat.DEFAULT_SYSTEM_PROMPT, limits: UploadLimits = UploadLimits(),
+                    pacer: StreamPacer | None = None) -> AsyncGenerator[CompareView, None]:
+    """Plan A and B, then stream both answers at once (two engine requests). Each step is a complete snapshot;
+    closing this generator (Stop, a closed tab) closes both engine requests."""
+    text = (question or "").strip()
+    idle = (SideReply(), SideReply())
+    if engine is None:
+        yield CompareView(session, None, idle, "No engine attached: **Preview plans** shows A and B without "
+                          "answers; attach an engine to run them.", done=True)
+        return
+    if not text and not chat.panel_media(studio):
+        yield CompareView(session, None, idle, "Type a question (or upload media) first.", done=True)
+        return
+    yield CompareView(session, None, (SideReply(state="waiting"), SideReply(state="waiting")), "⏳ planning A and B…")
+    plans = await plan_sides(profile, studio, a, b, limits=limits)
+    replies = tuple(SideReply().failed(p.error, "refused") if p.error else SideReply(state="waiting") for p in plans)
+    round_ = _round(text, studio, plans, (replies[0], replies[1]), preset_key)
+    session = with_round(session, round_, new=True)
+    runnable = [p for p in plans if not p.error]
+    turns = {p.side: side_turn(session, p, text, default_system) for p in runnable}
+    try:  # media this engine will not take is refused before any wait (both sides hold the same media)
+        for turn in turns.values():
+            check_media_limits(turn.messages, engine.mm_limits)
+    except TurnRejected as exc:
+        replies = tuple(r if r.state == "refused" else r.failed(str(exc), "refused") for r in replies)
+        turns = {}
+    pair = (replies[0], replies[1])
+    session = with_round(session, _answered(round_, pair), new=False)
+    yield CompareView(session, plans, pair, _plan_status(plans, studio) + (" ⏳ sending…" if turns else ""),
+                      done=not turns, new_plans=True)
+    if not turns:
+        return
+    try:
+        async with contextlib.aclosing(engine_start(engine)) as loading:
+            async for stage in loading:
+                yield CompareView(session, plans, pair, f"⏳ waiting for the engine to load ({views.esc(stage)}); "
+                                  "A and B are sent as soon as the model is ready")
+    except EngineUnavailable as exc:
+        problem = f"The engine is not available: {exc}"
+        pair = (pair[0] if pair[0].state == "refused" else pair[0].failed(problem),
+                pair[1] if pair[1].state == "refused" else pair[1].failed(problem))
+        session = with_round(session, _answered(session.rounds[-1], pair), new=False)
+        yield CompareView(session, plans, pair, f"⚠ {views.esc(problem)}", done=True)
+        return
+    pacer = pacer or StreamPacer(min_interval_s=0.0, max_updates_per_s=float("inf"), render_chars_per_s=float("inf"))
+    index = {"A": 0, "B": 1}
+    last_shown = 0.0
+    current = list(pair)
+    streams = {side: side_events(engine, turn) for side, turn in turns.items()}
+    with contextlib.ExitStack() as counted:
+        for _ in turns:
+            counted.enter_context(pacer.streaming())
+        async with contextlib.aclosing(merge_streams(streams)) as merged:
+            async for side, event in merged:
+                i = index[side]
+                before = current[i]
+                current[i] = before.add(event.delta) if event.delta is not None else before.failed(event.error)
+                now = time.monotonic()
+                if not (current[i].structural(before)
+                        or now - last_shown >= pacer.interval(max(r.size() for r in current))):
+                    continue
+                last_shown = now
+                pair = (current[0], current[1])
+                session = with_round(session, _answered(session.rounds[-1], pair), new=False)
+                yield CompareView(session, plans, pair, "⏳ A and B are answering…")
+    pair = (current[0], current[1])
+    session = with_round(session, _answered(session.rounds[-1], pair), new=False)
+    failed = [side for side, r in zip(SIDES, pair, strict=True) if r.answer.error]
+    status = "✓ Both answered." if not failed else f"⚠ {' and '.join(failed)} did not answer (see the column)."
+    yield CompareView(session, plans, pair, status, done=True)
+
+
+def settled(session: CompareSession) -> tuple[SideReply, SideReply]:
+    """After a round's event ended or was stopped: each side's reply as the session kept it (a side that neither
+    finished nor failed was stopped)."""
+    last = session.last
+    if last is None or is_preview(last):
+        return SideReply(), SideReply()
+    replies = []
+    for side in (last.a, last.b):
+        answer = side.answer or Answer()
+        state: ReplyState = "done" if answer.finish_reason else "failed" if answer.error else "stopped"
+        replies.append(SideReply(answer, state))
+    return replies[0], replies[1]
