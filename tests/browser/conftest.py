@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +39,43 @@ def serve(profile, engine=None, **launch_kwargs) -> Iterator[str]:
     """Like :func:`serving`; yields the studio's URL."""
     with serving(profile, engine, **launch_kwargs) as demo:
         yield demo.local_url.rstrip("/")
+
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """An HTTP server on a free loopback port that records the path of every GET and POST it gets (``paths``)
+    and answers each with a 1×1 GIF."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                recorder.paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "image/gif")
+                self.end_headers()
+                self.wfile.write(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+
+            do_GET = do_POST = _record
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recorder]:
+    """A :class:`Recorder` serving on a thread until the block ends."""
+    server = Recorder()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="session")

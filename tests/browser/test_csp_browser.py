@@ -8,8 +8,6 @@ recorder HTTP server on another port (another origin) counts every request it ge
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 import urllib.request
 
@@ -17,42 +15,15 @@ import pytest
 
 from dots3_demo.ui.app import CONTENT_SECURITY_POLICY
 from support.doubles import ScriptedAsyncLLM, scripted_engine
-from tests.browser.conftest import serve
+from tests.browser.conftest import recording, serve
 
 pytestmark = pytest.mark.browser
 
 
-class _Recorder(http.server.ThreadingHTTPServer):
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        recorder = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _record(self) -> None:
-                recorder.paths.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Type", "image/gif")
-                self.end_headers()
-                self.wfile.write(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
-
-            do_GET = do_POST = _record
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
-
 @pytest.fixture(scope="module")
 def recorder():
-    server = _Recorder()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with recording() as server:
         yield server
-    finally:
-        server.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ request it gets."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,41 +16,17 @@ from dots3_demo.ui.state import StudioState, new_session
 from dots3_demo.workbench import record as rec
 from dots3_demo.workbench.records import Answer, ReplyRating
 from support import media_factory
+from tests.browser.conftest import recording
 
 pytestmark = pytest.mark.browser
 
 SHOTS = Path("/tmp/shots-record")
 
 
-class _Recorder(http.server.ThreadingHTTPServer):
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        recorder = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                recorder.paths.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Type", "image/gif")
-                self.end_headers()
-                self.wfile.write(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
 @pytest.fixture
 def recorder():
-    server = _Recorder()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with recording() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_report_opens_offline_shows_frames_and_runs_nothing(chromium, profile, recorder, tmp_path):

