@@ -30,7 +30,8 @@ def studio(cpu_python, tiny_model, logs):
 
 def _round(page, studio, number: int) -> tuple[str, str]:
     page.locator("#compare-run").click()
-    wait_text(page, "#compare-rounds", f"{number} round(s)", studio=studio)
+    wait_text(page, "#compare-rounds", f"{number} round(s)", studio=studio)  # Run is locked from the click
+    page.wait_for_function("() => !document.querySelector('#compare-run').disabled")  # unlocked once it settled
     wait_text(page, "#compare-status", "Both answered", studio=studio)
     return (page.locator("#compare-answer-a").inner_text(), page.locator("#compare-answer-b").inner_text())
 
