@@ -76,7 +76,8 @@ def engine_args_from_namespace(ns: argparse.Namespace) -> AsyncEngineArgs | None
 
     Dots defaults (``engine.args.apply_dots_defaults``): ``mm_processor_cache_gb=0`` unless given
     (then a warning), ``limit_mm_per_prompt={"image": 8, "audio": 4, "video": 1}`` unless given, and
-    per-request spec-decode metrics (MTP acceptance) when ``--speculative-config`` is set.
+    per-request spec-decode metrics (MTP acceptance) when ``--speculative-config`` is set, and on a CUDA GPU
+    ``cudagraph_mode`` FULL_DECODE_ONLY unless ``--compilation-config``, ``--enforce-eager`` or ``-O0`` chose.
     """
     if engine_mode(ns) != "inprocess":
         return None
