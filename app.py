@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 from dots3_demo import ffmpeg
 from dots3_demo.cli.limits import limits_from_args
@@ -49,7 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "smoke":
         from dots3_demo.cli.smoke import main_smoke
 
-        return main_smoke(argv[1:])
+        status = main_smoke(argv[1:])
+        if command_line:  # vLLM's processes are ended already; Python's own exit was seen hanging after MTP
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+        return status
     if argv and argv[0] == "eval":
         from dots3_demo.cli.eval import main_eval
 
@@ -64,16 +70,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engine = build_engine(args)
+    from dots3_demo.serving.stopping import EXIT_ENGINE_STALLED, StopOnSignals
+
+    stop = StopOnSignals(None)  # SIGTERM/SIGINT/SIGHUP end vLLM's processes, then the server
+    engine = build_engine(args, on_stall=partial(stop.request_exit, EXIT_ENGINE_STALLED)
+                          if args.exit_on_engine_stall else None)
+    stop.engine = engine
     probe = getattr(engine, "probe", None)  # a remote server: its model and context length, before the UI
     if probe is not None and not probe():
         print(f"warning: {args.endpoint} did not answer yet; sizes follow its context once it does", file=sys.stderr)
     seq = args.seq or (engine.max_model_len if engine is not None else None) or DEFAULT_SEQ
     # The engine starts loading with the server (in the background: the page, /healthz and the
     # inspector answer meanwhile), not on the first message.
-    launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args),
-               closed_session_ttl=args.closed_session_ttl, start_engine=True, inspect_workers=args.inspect_workers)
-    return 0
+    with stop:
+        launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args),
+                   closed_session_ttl=args.closed_session_ttl, start_engine=True, inspect_workers=args.inspect_workers)
+    return stop.exit_status
 
 
 if __name__ == "__main__":

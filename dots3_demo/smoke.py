@@ -1,9 +1,13 @@
 """``python app.py smoke [--model DIR] [engine flags]``: a GPU smoke test for operators.
 
 It starts vLLM in this process through the studio's own adapter (``InProcessEngine``, engine
-arguments built as for ``--engine inprocess``) and runs one turn of each:
-text, an image, an audio clip, a video with its sound track, and a tool call forced with vLLM's
-structured outputs (``tool_choice="required"``). For every turn it prints the engine's prompt
+arguments built as for ``--engine inprocess``: the configuration operators run) and runs one turn of each:
+text, an image, an audio clip, a video with its sound track, a tool call forced with vLLM's
+structured outputs (``tool_choice="required"``), a prompt over 1,000 tokens twice (the second time
+from vLLM's prefix cache; vLLM's default CUDA-graph mode hung on that on an H200), and 8 requests at
+once. Every turn has a time limit: a turn that does not finish within it fails, naming the turn and the
+engine's configuration, and the turns after it are not run (a hung engine answers nothing more).
+For every turn it prints the engine's prompt
 tokens by modality next to the inspector's numbers for the same media (``inspect_file``, the
 chat's ``token_pairs``: the engine's image/audio counts include 2 marker tokens per item), with
 TTFT and tokens/s, and checks each turn's lifecycle (finished, output tokens, a parsed tool call
@@ -53,6 +57,11 @@ TINY_MARKER = "Dots3 NOTE Studio smoke model: random weights (load_format=dummy)
 TINY_MAX_POSITIONS = 16384
 TINY_GPU_MEMORY_UTILIZATION = 0.3  # the tiny model needs little; leaves the GPU to others
 DEFAULT_MAX_TOKENS = 32
+DEFAULT_TURN_TIMEOUT_S = 300.0  # a turn on the tiny model takes seconds; the first compiles kernels (13 s)
+LONG_PROMPT_TOKENS = 1000  # the long turn's prompt has more than this (the largest CUDA-graph capture is 256)
+BATCH = 8  # requests of the batch turn, at once
+MTP_CONFIG = {"num_nextn_predict_layers": 1, "mtp_layer_types": ["sliding_attention"]}
+MTP_SPECULATIVE_CONFIG = {"method": "mtp", "num_speculative_tokens": 1}
 TOOL_MAX_TOKENS = 512  # a forced call written character by character stays well under this
 
 # The attention shapes dots3_note's CUDA kernels accept (vLLM 0.32, ``models/dots3_note/nvidia/``).
@@ -86,15 +95,16 @@ def _tokenizer_facts(tokenizer_json: Path) -> tuple[int, dict[str, int]]:
 
 
 def tiny_config(tokenizer_size: int, *, bos_token_id: int, eos_token_id: int,
-                max_position_embeddings: int = TINY_MAX_POSITIONS) -> dict[str, Any]:
+                max_position_embeddings: int = TINY_MAX_POSITIONS, mtp: bool = False) -> dict[str, Any]:
     """A random-weight ``dots3_note`` ``config.json`` the GPU kernels accept.
 
     Two decoder layers (one full sparse-MLA layer, one sliding-window layer) at the kernels' head
-    shapes (:data:`KERNEL_SHAPES`), hidden 1024, 8 routed experts (top-2), no MTP layer; a 2-layer
+    shapes (:data:`KERNEL_SHAPES`), hidden 1024, 8 routed experts (top-2), no MTP layer (``mtp``: one,
+    sliding-window, :data:`MTP_CONFIG`: what vLLM's ``Dots3NoteMTPModel`` loads); a 2-layer
     vision tower (patch 14, merge 2, as the preview profile's ``preprocessor_config.json``) and
     audio encoder of width 256. ``vocab_size``: the tokenizer's size rounded up to a multiple of 64.
     """
-    return {
+    config = {
         "_smoke_model": TINY_MARKER,
         "architectures": ["Dots3NoteForCausalLM"],
         "model_type": "dots3_note",
@@ -186,14 +196,17 @@ def tiny_config(tokenizer_size: int, *, bos_token_id: int, eos_token_id: int,
             "downsample_hidden_size": 64,
         },
     }
+    if mtp:
+        config.update(MTP_CONFIG)
+    return config
 
 
-def write_tiny_model(out: Path, *, max_position_embeddings: int = TINY_MAX_POSITIONS) -> Path:
+def write_tiny_model(out: Path, *, max_position_embeddings: int = TINY_MAX_POSITIONS, mtp: bool = False) -> Path:
     """Write the tiny random-weight model folder ``out`` (created if missing) and return it.
 
     The preview profile's tokenizer (with the Dots special tokens), chat template and
     ``preprocessor_config.json``; ``added_tokens.json`` (the model reads the image pad token from
-    it); :func:`tiny_config` as ``config.json``. The folder is also a studio profile
+    it); :func:`tiny_config` as ``config.json`` (``mtp``: with an MTP layer). The folder is also a studio profile
     (``load_profile``), so the inspector counts the same media with the same geometry.
     """
     out = Path(out)
@@ -205,7 +218,7 @@ def write_tiny_model(out: Path, *, max_position_embeddings: int = TINY_MAX_POSIT
     tokenizer_config["model_max_length"] = max_position_embeddings
     config = tiny_config(size, bos_token_id=added[tokenizer_config["pad_token"]],
                          eos_token_id=added[tokenizer_config["eos_token"]],
-                         max_position_embeddings=max_position_embeddings)
+                         max_position_embeddings=max_position_embeddings, mtp=mtp)
     files = {
         "tokenizer_config.json": tokenizer_config,
         "added_tokens.json": added,
@@ -228,10 +241,19 @@ class SmokeTurn:
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: str = "auto"
     max_tokens: int = DEFAULT_MAX_TOKENS
+    copies: int = 1  # requests sent at once (the batch turn)
+    min_prompt_tokens: int = 0  # the engine's prompt must have more tokens than this (the long turns)
+
+
+def long_prompt() -> str:
+    """A user message of well over :data:`LONG_PROMPT_TOKENS` tokens (about 1,400 with the preview tokenizer)."""
+    numbers = ", ".join(str(n) for n in range(1, 701))
+    return f"Here are the numbers from 1 to 700: {numbers}. Which of them is the largest? Answer in one word."
 
 
 def default_turns(max_tokens: int = DEFAULT_MAX_TOKENS, examples: Path = EXAMPLES_DIR) -> tuple[SmokeTurn, ...]:
-    """Text, image, audio, video with its sound track (the bundled examples), and a forced tool call."""
+    """Text, image, audio, video with its sound track (the bundled examples), a forced tool call, a prompt over
+    1,000 tokens twice, and :data:`BATCH` text requests at once."""
     from dots3_demo.tools import EXAMPLE_TOOLS
 
     return (
@@ -244,6 +266,9 @@ def default_turns(max_tokens: int = DEFAULT_MAX_TOKENS, examples: Path = EXAMPLE
                   (("video", examples / "room_clip.mp4"),), max_tokens=max_tokens),
         SmokeTurn("tool", "What's the weather in Shanghai right now?", tools=tuple(EXAMPLE_TOOLS),
                   tool_choice="required", max_tokens=max(max_tokens, TOOL_MAX_TOKENS)),
+        SmokeTurn("long", long_prompt(), max_tokens=max_tokens, min_prompt_tokens=LONG_PROMPT_TOKENS),
+        SmokeTurn("long again", long_prompt(), max_tokens=max_tokens, min_prompt_tokens=LONG_PROMPT_TOKENS),
+        SmokeTurn(f"{BATCH} at once", "Count from one to ten.", max_tokens=max_tokens, copies=BATCH),
     )
 
 
@@ -278,6 +303,7 @@ class TurnResult:
     finish_reason: str | None = None
     tool_calls: tuple[str, ...] = ()  # names of the parsed calls
     problems: tuple[str, ...] = ()
+    mtp: dict[str, Any] | None = None  # vLLM's spec-decode metrics (MTP acceptance), when it reported them
 
     @property
     def mismatches(self) -> tuple[CountRow, ...]:
@@ -323,6 +349,8 @@ def lifecycle_problems(turn: SmokeTurn, final: TurnDelta | None) -> tuple[str, .
         problems.append("the engine reported no prompt tokens")
     if final.stats.output_tokens <= 0:
         problems.append("the engine produced no output tokens")
+    if final.stats.prompt is not None and final.stats.prompt.total <= turn.min_prompt_tokens:
+        problems.append(f"the prompt has {final.stats.prompt.total:,} tokens, not over {turn.min_prompt_tokens:,}")
     if turn.tool_choice == "required":
         names = {t.get("function", t).get("name") for t in turn.tools}
         called = [c.name for c in final.tool_calls]
@@ -345,13 +373,13 @@ def media_item(kind: str, path: Path, report: Any) -> Any:
     return MediaItem(kind, str(path), tokens=report.tokens)
 
 
-def turn_request(turn: SmokeTurn, items: Sequence[Any], seq: int) -> TurnRequest:
+def turn_request(turn: SmokeTurn, items: Sequence[Any], seq: int, copy: int = 0) -> TurnRequest:
     """The chat's own user message for ``turn``; greedy sampling; the video planned against ``seq``."""
     from dots3_demo.ui.chat import user_turn
 
     message, _ = user_turn(turn.prompt, list(items))
     return TurnRequest(
-        session_id=f"smoke-{turn.name}",
+        session_id=f"smoke-{turn.name.replace(' ', '-')}-{copy}",
         messages=[message],
         tools=list(turn.tools),
         sampling=SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=turn.max_tokens, seed=0),
@@ -376,41 +404,74 @@ async def run_turn(engine: ChatEngine, turn: SmokeTurn, profile: Any, *, seq: in
             items.append(media_item(kind, Path(path), report))
     except (InspectionError, OSError) as exc:
         return TurnResult(turn.name, problems=(f"the inspector could not read the media: {one_line(exc)}",))
-    final: TurnDelta | None = None
     try:
-        async with contextlib.aclosing(engine.stream_turn(turn_request(turn, items, seq))) as stream:
-            async for delta in stream:
-                final = delta
+        finals = await asyncio.gather(*(_stream(engine, turn_request(turn, items, seq, copy))
+                                        for copy in range(turn.copies)))
     except EngineUnavailable:
         raise
     except TurnRejected as exc:
         return TurnResult(turn.name, problems=(f"refused: {one_line(exc, 400)}",))
     except Exception as exc:  # noqa: BLE001 - reported as this turn's failure, the others still run
         return TurnResult(turn.name, problems=(f"the turn failed: {one_line(exc, 400) or type(exc).__name__}",))
+    final = finals[0]
     stats = final.stats if final is not None else None
     rows = count_rows(turn.name, stats.prompt, items) if stats is not None and stats.prompt is not None else ()
+    problems = list(lifecycle_problems(turn, final))
+    if turn.copies > 1:  # every request on its own, and all the same prompt
+        for copy, other in enumerate(finals[1:], start=2):
+            problems += [f"request {copy} of {turn.copies}: {p}" for p in lifecycle_problems(turn, other)]
+        totals = {f.stats.prompt.total for f in finals if f is not None and f.stats.prompt is not None}
+        if len(totals) > 1:
+            problems.append(f"the {turn.copies} requests got different prompt counts: {sorted(totals)}")
+    done = [f.stats for f in finals if f is not None]
+    ttfts = [s.ttft_s for s in done if s.ttft_s is not None]
+    rates = [s.tokens_per_s for s in done if s.tokens_per_s]
     return TurnResult(
         turn.name, rows,
-        ttft_s=stats.ttft_s if stats else None,
-        tokens_per_s=stats.tokens_per_s if stats else None,
-        output_tokens=stats.output_tokens if stats else 0,
+        ttft_s=max(ttfts) if ttfts else None,  # the slowest first token
+        tokens_per_s=sum(rates) if rates else None,  # all requests together
+        output_tokens=sum(s.output_tokens for s in done),
         finish_reason=final.finish_reason if final else None,
         tool_calls=tuple(c.name for c in final.tool_calls) if final else (),
-        problems=lifecycle_problems(turn, final),
+        problems=tuple(problems),
+        mtp=stats.mtp if stats else None,
     )
 
 
+async def _stream(engine: ChatEngine, request: TurnRequest) -> TurnDelta | None:
+    """Stream one request to its end; its last delta."""
+    final: TurnDelta | None = None
+    async with contextlib.aclosing(engine.stream_turn(request)) as stream:
+        async for delta in stream:
+            final = delta
+    return final
+
+
 async def run_smoke(engine: ChatEngine, profile: Any, turns: Sequence[SmokeTurn], *, seq: int,
-                    log: TextIO | None = None, header: Sequence[str] = ()) -> SmokeReport:
-    """Run ``turns`` one after the other on a started ``engine``; the inspector uses ``profile``."""
+                    log: TextIO | None = None, header: Sequence[str] = (), turn_timeout: float | None = None,
+                    configuration: str = "") -> SmokeReport:
+    """Run ``turns`` one after the other on a started ``engine``; the inspector uses ``profile``.
+
+    ``turn_timeout``: seconds a turn may take; one that takes longer fails, naming the engine's
+    ``configuration``, and the turns after it (and after an engine that stopped) are not run.
+    """
     results: list[TurnResult] = []
+    where = f" (engine configuration: {configuration})" if configuration else ""
     for index, turn in enumerate(turns):
         started = time.monotonic()
+        stopped = ""
         try:
-            result = await run_turn(engine, turn, profile, seq=seq)
+            result = await asyncio.wait_for(run_turn(engine, turn, profile, seq=seq), turn_timeout)
+        except TimeoutError:
+            stopped = (f"did not finish within {turn_timeout:.0f} s: the engine hung{where}")
         except EngineUnavailable as exc:
-            results.append(TurnResult(turn.name, problems=(f"the engine stopped: {one_line(exc, 400)}",)))
-            results += [TurnResult(t.name, problems=("not run: the engine stopped",)) for t in turns[index + 1:]]
+            stopped = f"the engine stopped: {one_line(exc, 400)}{where}"
+        if stopped:
+            results.append(TurnResult(turn.name, problems=(stopped,)))
+            skipped = f"not run: the {turn.name} turn failed"
+            results += [TurnResult(t.name, problems=(skipped,)) for t in turns[index + 1:]]
+            if log is not None:
+                print(f"smoke: {turn.name} turn ✕ {stopped}", file=log, flush=True)
             break
         results.append(result)
         if log is not None:
@@ -418,6 +479,17 @@ async def run_smoke(engine: ChatEngine, profile: Any, turns: Sequence[SmokeTurn]
                   file=log, flush=True)
     unfinished = engine.unfinished_requests()
     return SmokeReport(tuple(results), unfinished, tuple(header))
+
+
+def mtp_line(result: TurnResult) -> str | None:
+    """vLLM's MTP acceptance for a turn (its ``RequestSpecDecodeMetrics``), in one line."""
+    m = result.mtp
+    if not m:
+        return None
+    accepted, drafted = m.get("num_accepted_draft_tokens", 0), m.get("num_draft_tokens", 0)
+    return (f"MTP {result.turn}: accepted {accepted:,} of {drafted:,} draft tokens "
+            f"(rate {m.get('draft_acceptance_rate', 0.0):.2f}, mean acceptance length "
+            f"{m.get('mean_acceptance_length', 1.0):.2f}) in {m.get('num_spec_steps', 0):,} steps")
 
 
 # ---------------------------------------------------------------- the table
@@ -454,7 +526,9 @@ def format_table(report: SmokeReport) -> str:
         return "  ".join(padded).rstrip()
 
     out = [*report.header, render(COLUMNS), render(["─" * w for w in widths]), *(render(line) for line in lines)]
-    out.append("(inspector: image and audio as embeddings + 2 marker tokens per item, as the engine counts them)")
+    out.append("(inspector: image and audio as embeddings + 2 marker tokens per item, as the engine counts them; "
+               f"{BATCH} at once: the slowest TTFT, the requests' tok/s added up, the first request's counts)")
+    out += [line for line in map(mtp_line, report.results) if line]
     for result in report.results:
         out += [f"✕ {result.turn}: {problem}" for problem in result.problems]
         out += [f"≠ {result.turn}: {row.modality}: engine {_n(row.engine)}, inspector {_n(row.inspector)}"
@@ -523,8 +597,8 @@ def engine_factory(engine_args: Any) -> Any:
     return AsyncLLM.from_engine_args(engine_args)
 
 
-async def start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn],
-                         header: list[str]) -> SmokeReport | str:
+async def start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn], header: list[str], *,
+                        turn_timeout: float | None = None, configuration: str = "") -> SmokeReport | str:
     from dots3_demo.profiles import load_profile
 
     try:
@@ -538,6 +612,7 @@ async def start_and_run(engine: Any, model_dir: Path, turns: Sequence[SmokeTurn]
                       f"(the video is planned against it) · media limits {engine.mm_limits}")
         print(f"smoke: {header[-1]}", file=sys.stderr, flush=True)
         profile = load_profile(model_dir, max_model_len=seq, mm_limits=engine.mm_limits)
-        return await run_smoke(engine, profile, turns, seq=seq, log=sys.stderr, header=header)
+        return await run_smoke(engine, profile, turns, seq=seq, log=sys.stderr, header=header,
+                               turn_timeout=turn_timeout, configuration=configuration)
     finally:
         await engine.shutdown()

@@ -15,12 +15,16 @@ than the rest of ``--help``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dots3_demo import vllm_compat
+from dots3_demo.cli.parser import seconds
 from dots3_demo.engine import flag_cache
 from dots3_demo.engine.args import apply_dots_defaults
 from dots3_demo.engine.protocol import ChatEngine
+
+DEFAULT_STALL_TIMEOUT_S = 120.0  # well above a slow first token (kernels compiling on a GPU: 13 s)
 
 if TYPE_CHECKING:
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -45,6 +49,11 @@ def add_engine_cli_args(parser: FlexibleArgumentParser, *, help_only: bool = Fal
     group.add_argument("--endpoint", default=None, help="base URL of a vLLM server, e.g. http://host:8000/v1")
     group.add_argument("--api-key", default=None, help="API key for --endpoint (or OPENAI_API_KEY)")
     group.add_argument("--remote-model", default=None, help="model name on --endpoint (default: the first listed)")
+    group.add_argument(
+        "--engine-stall-timeout", type=seconds, default=DEFAULT_STALL_TIMEOUT_S, metavar="SECONDS",
+        help="in-process: when the engine holds requests and produces nothing for this long (a hung GPU or engine "
+        "process), mark it failed, tell every waiting session and fail /readyz; 0 = never",
+    )
 
     if not (help_only and flag_cache.add_cached_engine_flags(parser)):
         add_vllm_engine_args(parser)
@@ -93,8 +102,11 @@ def engine_args_from_namespace(ns: argparse.Namespace) -> AsyncEngineArgs | None
     return apply_dots_defaults(args, limits_given=values.get("limit_mm_per_prompt") not in (None, {}))
 
 
-def build_engine(ns: argparse.Namespace) -> ChatEngine | None:
-    """The ``ChatEngine`` the command line asks for (not started), or None for ``--engine none``."""
+def build_engine(ns: argparse.Namespace, *, on_stall: Callable[[], None] | None = None) -> ChatEngine | None:
+    """The ``ChatEngine`` the command line asks for (not started), or None for ``--engine none``.
+
+    ``on_stall``: called when the in-process engine's watchdog finds it stalled (``--engine-stall-timeout``).
+    """
     mode = engine_mode(ns)
     if mode == "none":
         return None
@@ -106,4 +118,5 @@ def build_engine(ns: argparse.Namespace) -> ChatEngine | None:
         return RemoteEngine(ns.endpoint, api_key=getattr(ns, "api_key", None), model=getattr(ns, "remote_model", None))
     from dots3_demo.engine.inprocess import InProcessEngine
 
-    return InProcessEngine(engine_args_from_namespace(ns))
+    stall = getattr(ns, "engine_stall_timeout", DEFAULT_STALL_TIMEOUT_S)
+    return InProcessEngine(engine_args_from_namespace(ns), stall_timeout=stall, on_stall=on_stall)

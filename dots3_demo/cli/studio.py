@@ -15,6 +15,7 @@ from dots3_demo.cli.limits import add_limit_arguments
 from dots3_demo.cli.parser import count, new_parser, seconds
 from dots3_demo.inspection.session import WORKER_MEMORY_BYTES, default_workers
 from dots3_demo.inspection.video import DEFAULT_SEQ
+from dots3_demo.serving.stopping import EXIT_ENGINE_STALLED
 
 ENV_ARGS = "DOTS3_STUDIO_ARGS"
 
@@ -54,6 +55,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="how many uploads are inspected at once, across all visitors (one visitor's panels inspect side by "
         "side too); the default is one per CPU core this process may use, at most one per "
         f"{WORKER_MEMORY_BYTES // 1024**3} GiB of memory",
+    )
+    studio.add_argument(
+        "--exit-on-engine-stall", action="store_true",
+        help="when the in-process engine stops producing tokens (--engine-stall-timeout), exit with status "
+        f"{EXIT_ENGINE_STALLED} a few seconds after telling the sessions, so that a supervisor (Kubernetes, "
+        "systemd, Docker's restart policy) starts the studio again; without it the studio stays up, says "
+        "so and fails /readyz",
     )
     add_limit_arguments(studio)  # --max-file-size, --max-video-seconds, --max-video-resolution, …
     add_engine_cli_args(parser, help_only=asks_for_help_only(list(argv)))  # --help alone: vLLM's flags as recorded

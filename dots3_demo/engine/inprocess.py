@@ -10,6 +10,12 @@ Flow of one turn (all vLLM calls, nothing re-implemented):
 4. each ``RequestOutput`` delta goes through the reasoning splitter and vLLM's DotsToolParser;
 5. on close/cancel before the end, ``await engine.abort(request_id)`` in a ``finally``.
 
+A watchdog (``stall_timeout``) notices an engine that holds requests and yields nothing: a hung GPU or a
+frozen engine-core process never raises, so without it every session would wait forever. It marks the
+engine failed in plain words, wakes every waiting stream with that message (vLLM's own way to end its
+streams when the engine dies: ``EngineDeadError`` into each request's queue) and calls ``on_stall`` (the
+studio's ``--exit-on-engine-stall``). ``close()`` shuts vLLM down from any thread (a signal handler).
+
 ``skip_special_tokens=False``: ``<think>`` and ``<dots_function_call>`` are special tokens in the
 Dots tokenizer; skipping them would erase the very tags we split on. The EOS token still never
 reaches the text (vLLM drops the stop token's text unless ``include_stop_str_in_output``).
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
@@ -42,6 +49,15 @@ from dots3_demo.engine.textsplit import TurnAssembler
 from dots3_demo.tools.forcing import tool_call_regex
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_STALL_TIMEOUT_S = 120.0  # well above a slow first token (kernels compiling on a GPU: 13 s); cli.engine's
+ENGINE_SHUTDOWN_TIMEOUT_S = 5.0  # vLLM's own shutdown of its processes, when the studio stops
+
+
+def stall_message(requests: int, seconds: float) -> str:
+    """What a session and ``/healthz`` say when the engine stopped producing tokens."""
+    return (f"the engine stopped producing tokens: it held {requests} request(s) and produced nothing for "
+            f"{seconds:.0f} s (a hung GPU or engine process). Restart the studio to load the model again.")
 
 MM_CACHE_WARNING = (
     "mm_processor_cache_gb > 0: vLLM's multimodal processor cache re-reads videos as decoded "
@@ -115,6 +131,8 @@ class InProcessEngine:
         *,
         engine_factory: Callable[[Any], Any] | None = None,
         starts_in_reasoning: bool = False,
+        stall_timeout: float | None = DEFAULT_STALL_TIMEOUT_S,
+        on_stall: Callable[[], None] | None = None,
     ) -> None:
         self.engine_args = engine_args
         self._factory = engine_factory
@@ -125,6 +143,12 @@ class InProcessEngine:
         self._tail: enginelog.OutputTail | None = None
         self._tail_mark = 0
         self._active: set[str] = set()
+        self.stall_timeout = stall_timeout or None  # 0: no watchdog
+        self._on_stall = on_stall
+        self._last_progress = 0.0  # time.monotonic() of the last output, or of the first request held
+        self._stalled = False
+        self._watchdog: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.warnings: list[str] = []
         if (getattr(engine_args, "mm_processor_cache_gb", 0) or 0) > 0:
             self.warnings.append(MM_CACHE_WARNING)
@@ -202,6 +226,7 @@ class InProcessEngine:
         mark = tail.mark() if tail is not None else 0
         self._status = EngineStatus("loading", f"loading {model}", since=time.monotonic())
         self._tail, self._tail_mark = tail, mark
+        self._loop = asyncio.get_running_loop()
         try:
             factory = self._factory or _default_factory
             self._engine = await asyncio.to_thread(factory, self.engine_args)
@@ -237,6 +262,8 @@ class InProcessEngine:
 
     def _died(self, exc: BaseException) -> None:
         """The engine-core process is gone: every later turn is refused with this, in plain words."""
+        if self._stalled:  # the watchdog ended the streams: its message stands
+            return
         lines = self._tail.lines(since=self._tail_mark) if self._tail is not None else []
         self._status = EngineStatus(
             "failed", "the engine stopped: its core process ended unexpectedly (killed, or out of memory). "
@@ -255,10 +282,74 @@ class InProcessEngine:
             await self._engine.abort(request_id)
 
     async def shutdown(self) -> None:
+        self._close()
+
+    def close(self, timeout: float = ENGINE_SHUTDOWN_TIMEOUT_S) -> None:
+        """Shut vLLM down from any thread (the studio's stop signal): on the engine's own event loop when it
+        runs elsewhere, waiting at most ``timeout`` seconds (a hung engine may not answer; the caller then
+        ends its processes, ``serving.stopping``)."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or loop is running or not loop.is_running():
+            self._close()
+            return
+        done = threading.Event()
+
+        def close_there() -> None:
+            try:
+                self._close()
+            finally:
+                done.set()
+
+        loop.call_soon_threadsafe(close_there)
+        if not done.wait(timeout):
+            logger.warning("vLLM's shutdown did not finish within %.0f s", timeout)
+
+    def _close(self) -> None:
         engine, self._engine = self._engine, None
         self._status = EngineStatus("stopped", "shut down", since=time.monotonic())
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if engine is not None:
             engine.shutdown()
+
+    # -- the watchdog ---------------------------------------------------------------------
+    def _hold(self, request_id: str) -> None:
+        """``request_id`` is in the engine now; the watchdog counts from here if nothing else was."""
+        if not self._active:
+            self._last_progress = time.monotonic()
+        self._active.add(request_id)
+        if self.stall_timeout and (self._watchdog is None or self._watchdog.done()):
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Every few seconds: has the engine held requests and produced nothing for ``stall_timeout``?"""
+        assert self.stall_timeout
+        every = min(5.0, self.stall_timeout / 4)
+        while self._status.state == "ready":
+            await asyncio.sleep(every)
+            idle = time.monotonic() - self._last_progress
+            if self._active and idle >= self.stall_timeout:
+                self._stall(idle)
+                return
+
+    def _stall(self, idle: float) -> None:
+        """Mark the engine failed and end every waiting stream with the message, as vLLM ends them when its
+        engine dies (``EngineDeadError`` into each request's queue: no abort is sent to a hung engine)."""
+        message = stall_message(len(self._active), idle)
+        self._stalled = True
+        self._status = EngineStatus("failed", message, since=time.monotonic())
+        logger.error("%s", message)
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        processor = getattr(self._engine, "output_processor", None)
+        if processor is not None:
+            processor.propagate_error(EngineDeadError(message))
+        if self._on_stall is not None:
+            self._on_stall()
 
     # -- one turn -------------------------------------------------------------------------
     async def stream_turn(self, turn: TurnRequest) -> AsyncGenerator[TurnDelta, None]:
@@ -281,13 +372,15 @@ class InProcessEngine:
         started = time.monotonic()
         first_token_at: float | None = None
         finished = False
-        self._active.add(request_id)
         from vllm.v1.engine.exceptions import EngineDeadError
+
+        self._hold(request_id)
 
         try:
             stream = engine.generate(engine_input, sampling_params, request_id)
             async with contextlib.aclosing(stream):
                 async for output in _refusals(stream):
+                    self._last_progress = time.monotonic()
                     if stats.prompt is None and output.prompt_token_ids is not None:
                         stats.prompt = prompt_tokens_by_modality(
                             output.prompt_token_ids, engine_input.get("mm_placeholders"), vocab
@@ -341,7 +434,7 @@ class InProcessEngine:
             raise EngineUnavailable(self._status.message) from exc
         finally:
             self._active.discard(request_id)
-            if not finished:
+            if not finished and not self._stalled:
                 # Closed (Stop, tab closed) or failed before the end: free the engine's slot.
                 with contextlib.suppress(Exception):
                     await engine.abort(request_id)

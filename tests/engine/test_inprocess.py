@@ -278,3 +278,63 @@ def test_the_engine_loads_an_image_as_the_inspector_does(tmp_path):
     inspector_image = load_image_as_vllm(data)
     assert engine_image.mode == inspector_image.mode == "RGB"
     assert engine_image.tobytes() == inspector_image.tobytes()
+
+
+# ---------------------------------------------------------------- the stall watchdog (issue 19)
+class _FrozenLLM(ScriptedAsyncLLM):
+    """Streams one delta, then nothing (a hung GPU); ``output_processor.propagate_error`` ends its streams with
+    the error given, as vLLM's output processor does (each request's queue raises it)."""
+
+    def __init__(self) -> None:
+        super().__init__(["a", "b", "c"], hold_at=1)
+        self.error: BaseException | None = None
+        self.output_processor = type("Processor", (), {"propagate_error": lambda _, exc: self._propagate(exc)})()
+
+    def _propagate(self, exc: BaseException) -> None:
+        self.error = exc
+        self.released.set()
+
+    async def generate(self, engine_input, sampling_params, request_id):
+        async for output in super().generate(engine_input, sampling_params, request_id):
+            if self.error is not None:
+                raise self.error
+            yield output
+
+
+def test_a_stalled_engine_that_stops_producing_tokens_is_failed_and_its_streams_told():
+    double = _FrozenLLM()
+    stalls: list[str] = []
+
+    async def main():
+        engine = InProcessEngine(_Args(), engine_factory=lambda args: double, stall_timeout=0.4,
+                                 on_stall=lambda: stalls.append(engine.status.message))
+        await engine.start()
+        seen = []
+        with pytest.raises(EngineUnavailable) as waiting:
+            async for delta in engine.stream_turn(_turn()):
+                seen.append(delta.text)
+        with pytest.raises(EngineUnavailable) as later:
+            async for _ in engine.stream_turn(_turn("again")):
+                pass
+        return engine, seen, str(waiting.value), str(later.value)
+
+    engine, seen, waiting, later = asyncio.run(main())
+    assert seen == ["a"]  # the reply streamed, then the engine froze
+    assert waiting.startswith("the engine stopped producing tokens: it held 1 request(s) and produced nothing for")
+    assert "Restart the studio" in waiting and waiting in later
+    assert engine.status.state == "failed" and engine.status.message == waiting and stalls == [waiting]
+    assert double.aborted == []  # nothing is sent to a hung engine
+
+
+def test_an_idle_engine_is_not_stalled_and_zero_turns_the_watchdog_off():
+    async def main(timeout):
+        double = ScriptedAsyncLLM(["a", "b"], delay_s=0.05)
+        engine = InProcessEngine(_Args(), engine_factory=lambda args: double, stall_timeout=timeout)
+        await engine.start()
+        async for _ in engine.stream_turn(_turn()):
+            pass
+        await asyncio.sleep(0.6)  # idle, holding nothing, longer than the stall timeout
+        return engine
+
+    assert asyncio.run(main(0.2)).status.state == "ready"
+    assert asyncio.run(main(0)).stall_timeout is None

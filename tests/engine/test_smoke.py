@@ -143,16 +143,21 @@ def test_every_turn_matches_with_vllms_real_processor(tiny_dir, renderer):
     table = smoke.format_table(report)
     assert report.ok, table
     assert smoke.exit_status(report) == 0
-    assert [r.turn for r in report.results] == ["text", "image", "audio", "video", "tool"]
+    assert [r.turn for r in report.results] == ["text", "image", "audio", "video", "tool", "long", "long again",
+                                                 "8 at once"]
+    long_rows = [row for r in report.results if r.turn.startswith("long") for row in r.rows]
+    assert [row.engine > smoke.LONG_PROMPT_TOKENS for row in long_rows] == [True, True]  # vLLM's renderer counted
+    batch = report.results[-1]
+    assert batch.output_tokens == 8 * len(double._text) and len(double.generated) == 5 + 2 + 8
     rows = {(row.turn, row.modality): row for r in report.results for row in r.rows}
     assert rows["image", "image"].markers == 2 and rows["audio", "audio"].markers == 2
     assert rows["video", "video sound"].engine > 0 and rows["video", "video frames"].engine > 0
     assert ("video", "image") not in rows and ("text", "image") not in rows  # absent modalities: no row
-    tool = report.results[-1]
+    tool = report.results[4]
     assert tool.tool_calls == ("get_weather",) and tool.finish_reason == "tool_calls"
     # the forced turn was constrained by vLLM's structured outputs; the video planned against SEQ
     params = [p for _, p, _ in double.generated]
-    assert params[-1].structured_outputs is not None and params[-1].max_tokens >= smoke.TOOL_MAX_TOKENS
+    assert params[4].structured_outputs is not None and params[4].max_tokens >= smoke.TOOL_MAX_TOKENS
     video_input = double.generated[3][0]
     assert video_input["mm_placeholders"]["video"]
     for needle in ("turn", "inspector", "TTFT", "tok/s", "video sound", "tool_calls get_weather", "smoke: passed"):
@@ -209,7 +214,7 @@ def parser():
 
 def test_engine_args_defaults_and_flags(parser, tiny_dir):
     tiny = smoke_command.smoke_engine_args(parser.parse_args(["--max-model-len", "4096"]), tiny_dir, tiny=True)
-    assert (tiny.model, tiny.load_format, tiny.enforce_eager) == (str(tiny_dir), "dummy", True)
+    assert (tiny.model, tiny.load_format, tiny.enforce_eager) == (str(tiny_dir), "dummy", False)
     assert tiny.gpu_memory_utilization == smoke.TINY_GPU_MEMORY_UTILIZATION and tiny.max_model_len == 4096
     assert tiny.mm_processor_cache_gb == 0 and tiny.limit_mm_per_prompt == {"image": 8, "audio": 4, "video": 1}
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -237,3 +242,91 @@ def test_refuses_on_a_host_without_a_gpu():
     said = [line for line in done.stderr.splitlines() if line.startswith("smoke:")]
     assert len(said) == 1 and "no CUDA GPU" in said[0] and "GPU host" in said[0], done.stderr
     assert done.stdout == ""
+
+
+# ---------------------------------------------------------------- issue 19: what operators run, hangs, MTP, FP8
+def _on_gpu(monkeypatch) -> None:
+    from dots3_demo.engine import args as engine_args
+
+    monkeypatch.setattr(engine_args, "on_cuda", lambda: True)
+
+
+def test_the_smoke_runs_the_studios_engine_configuration(parser, tiny_dir, monkeypatch):
+    """The same engine arguments as ``app.py --engine inprocess`` (on a GPU: cudagraph_mode FULL_DECODE_ONLY,
+    not eager); ``--enforce-eager`` and an operator's own mode are kept."""
+    from dots3_demo.cli.engine import engine_args_from_namespace
+    from dots3_demo.cli.studio import parse_args
+
+    _on_gpu(monkeypatch)
+    ns = parser.parse_args(["--model", str(tiny_dir)])
+    args = smoke_command.smoke_engine_args(ns, tiny_dir, tiny=False)
+    studio = engine_args_from_namespace(parse_args(["--engine", "inprocess", "--model", str(tiny_dir)]))
+    assert (args.enforce_eager, args.compilation_config.cudagraph_mode.name) == (False, "FULL_DECODE_ONLY")
+    assert studio.compilation_config.cudagraph_mode == args.compilation_config.cudagraph_mode
+    assert studio.enforce_eager is args.enforce_eager is False
+    assert smoke_command.engine_configuration(args).startswith("cudagraph_mode FULL_DECODE_ONLY · quantization none")
+    eager = smoke_command.smoke_engine_args(parser.parse_args(["--enforce-eager"]), tiny_dir, tiny=True)
+    assert eager.enforce_eager and eager.compilation_config.cudagraph_mode is None
+    assert smoke_command.engine_configuration(eager).startswith("enforce_eager · ")
+    chosen = smoke_command.smoke_engine_args(parser.parse_args(["-cc.cudagraph_mode=PIECEWISE"]), tiny_dir, tiny=True)
+    assert chosen.compilation_config.cudagraph_mode.name == "PIECEWISE"
+
+
+def test_mtp_and_fp8_options(parser, tmp_path):
+    from vllm.transformers_utils.configs.dots3_note import Dots3NoteConfig
+
+    folder = smoke.write_tiny_model(tmp_path / "mtp", mtp=True)
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["num_nextn_predict_layers"], config["mtp_layer_types"]) == (1, ["sliding_attention"])
+    assert Dots3NoteConfig(**config).num_nextn_predict_layers == 1  # vLLM's own config reads it
+    args = smoke_command.smoke_engine_args(parser.parse_args(["--mtp", "--quantization", "fp8"]), folder, tiny=True)
+    assert args.speculative_config == {"method": "mtp", "num_speculative_tokens": 1}
+    assert (args.disable_log_stats, args.per_request_spec_decode_metrics) == (False, "summary")
+    assert args.quantization == "fp8"
+    assert 'quantization fp8 · speculative {"method": "mtp", "num_speculative_tokens": 1}' in (
+        smoke_command.engine_configuration(args))
+    own = smoke_command.smoke_engine_args(parser.parse_args(
+        ["--mtp", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}']), folder, tiny=True)
+    assert own.speculative_config["num_speculative_tokens"] == 2  # the operator's own stays
+    plain = smoke_command.smoke_engine_args(parser.parse_args([]), tiny_dir_without_mtp(tmp_path), tiny=True)
+    assert plain.speculative_config is None
+
+
+def tiny_dir_without_mtp(tmp_path: Path) -> Path:
+    folder = smoke.write_tiny_model(tmp_path / "plain")
+    assert json.loads((folder / "config.json").read_text())["num_nextn_predict_layers"] == 0
+    assert "mtp_layer_types" not in json.loads((folder / "config.json").read_text())
+    return folder
+
+
+def test_the_table_shows_vllms_mtp_acceptance(tiny_dir, renderer):
+    double = _ToolAwareLLM(renderer)
+    double.spec_decode = True  # vLLM's RequestSpecDecodeMetrics: 1 of 2 drafts accepted
+    report = _run(double, load_profile(tiny_dir, max_model_len=SEQ), [smoke.default_turns()[0]])
+    assert report.results[0].mtp["num_draft_tokens"] == 2
+    assert "MTP text: accepted 1 of 2 draft tokens (rate 0.50, mean acceptance length 1.50) in 2 steps" in (
+        smoke.format_table(report))
+
+
+def test_a_hung_turn_fails_naming_the_turn_and_the_configuration(tiny_dir, renderer):
+    """A turn whose engine yields nothing more (a double held forever, as the hung GPU engine) fails at its time
+    limit; the turns after it are not run; the exit status is 1."""
+    double = _ToolAwareLLM(renderer)
+    double.hold_at = 1  # after the first token, never released
+
+    async def main():
+        engine = scripted_engine(double, max_model_len=SEQ)
+        await engine.start()
+        turns = smoke.default_turns(max_tokens=8)
+        return await smoke.run_smoke(engine, load_profile(tiny_dir, max_model_len=SEQ), turns[:2], seq=SEQ,
+                                     turn_timeout=1.0, configuration="cudagraph_mode PIECEWISE · quantization none")
+
+    report = asyncio.run(main())
+    hung, skipped = report.results
+    assert hung.problems == ("did not finish within 1 s: the engine hung (engine configuration: "
+                             "cudagraph_mode PIECEWISE · quantization none)",)
+    assert skipped.problems == ("not run: the text turn failed",)
+    assert smoke.exit_status(report) == 1
+    table = smoke.format_table(report)
+    assert "✕ text: did not finish within 1 s: the engine hung (engine configuration: cudagraph_mode PIECEWISE" in table
+    assert double.closed_streams == [double.generated[0][2]]  # the hung request's stream was closed (aborted)
