@@ -51,6 +51,7 @@ from dots3_demo.tools.forcing import tool_call_regex
 logger = logging.getLogger(__name__)
 
 DEFAULT_STALL_TIMEOUT_S = 120.0  # well above a slow first token (kernels compiling on a GPU: 13 s); cli.engine's
+ABORT_TIMEOUT_S = 10.0  # an abort sent to the engine; a healthy one answers at once
 ENGINE_SHUTDOWN_TIMEOUT_S = 5.0  # vLLM's own shutdown of its processes, when the studio stops
 
 
@@ -435,9 +436,10 @@ class InProcessEngine:
         finally:
             self._active.discard(request_id)
             if not finished and not self._stalled:
-                # Closed (Stop, tab closed) or failed before the end: free the engine's slot.
+                # Closed (Stop, tab closed) or failed before the end: free the engine's slot (bounded: an engine
+                # that hung without the watchdog noticing yet must not hold the closing caller).
                 with contextlib.suppress(Exception):
-                    await engine.abort(request_id)
+                    await asyncio.wait_for(engine.abort(request_id), ABORT_TIMEOUT_S)
 
 
 async def _refusals(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -128,7 +128,8 @@ def _quietly(close: Callable[[], None]) -> None:
 
 class StopOnSignals:
     """``with StopOnSignals(engine) as stop: launch the server``: a stop signal ends ``engine``'s processes and
-    the server; leaving the block ends them too. ``stop.exit_status`` is what the process should exit with."""
+    the server; leaving the block ends them too. ``stop.exit_status`` is what the process should exit with.
+    Without an in-process engine (preview, remote) it does nothing: Python's own handling stays."""
 
     def __init__(self, engine: Any, *, log: Any = None) -> None:
         self.engine = engine
@@ -138,7 +139,8 @@ class StopOnSignals:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopOnSignals:
-        if threading.current_thread() is threading.main_thread():
+        # Only for an engine with processes of its own (in-process vLLM): preview and remote keep Python's ways.
+        if getattr(self.engine, "close", None) is not None and threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
@@ -146,8 +148,9 @@ class StopOnSignals:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-        self.stop()
-        return kind is KeyboardInterrupt  # the stop asked for: not an error
+        if self._previous:  # an in-process engine: its processes end with the block
+            self.stop()
+        return bool(self._previous) and kind is KeyboardInterrupt  # the stop asked for: not an error
 
     def stop(self) -> None:
         """End the engine's processes (once)."""
