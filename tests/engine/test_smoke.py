@@ -226,7 +226,8 @@ def test_engine_args_defaults_and_flags(parser, tiny_dir):
 
 def test_help_lists_the_smoke_and_engine_flags(parser):
     text = parser.format_help()
-    for flag in ("--max-tokens", "--keep-model", "--model", "--max-model-len", "--gpu-memory-utilization"):
+    for flag in ("--max-tokens", "--keep-model", "--model", "--max-model-len", "--gpu-memory-utilization",
+                 "--turn-timeout", "--mtp", "--enforce-eager", "--quantization", "--engine-stall-timeout"):
         assert flag in text, flag
     assert "--endpoint" not in text  # smoke always runs vLLM in-process
 
