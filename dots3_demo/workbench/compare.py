@@ -11,7 +11,10 @@ A and B, side by side, and what the researcher judged of it. Plain functions and
   both requests, so the engine aborts both; a side that cannot run (bad settings, the engine refused it) says why
   in its own column and the other side goes on;
 * a browser session's rounds are a :class:`CompareSession`; :func:`rate_side` and :func:`prefer` record the
-  judgements (👍/👎 and a note per side, A better / B better / tie per round) in its last round.
+  judgements (👍/👎 and a note per side, A better / B better / tie per round) in a round (the last unless told
+  which: the page rates the round it shows). Each round keeps both sides' settings, plans (their numbers and the
+  media with each side's inspector numbers) and answers (each with the setting it ran with), so it reads again
+  later, in the session and from a session file.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def read_setting(seq: float, reserve_auto: bool, reserve: float, max_new_tokens:
     if sampled.problem:
         problems.append(sampled.problem.removeprefix("Check the Sampling panel: ").rstrip("."))
     setting = TurnSetting(video=replace(video, problem=""), sampling=sampled.sampling,
-                             system_prompt=system_prompt or "")
+                          system_prompt=system_prompt or "")
     return ReadSetting(setting, f"Check the settings: {'; '.join(problems)}." if problems else "")
 
 
