@@ -212,10 +212,14 @@ def test_the_b_reserve_box_shows_the_reserve_its_plan_uses(chromium, studio_url)
         context.close()
 
 
-def _run_round(page, what: str) -> None:
+def _run_round(page, number: int, word: str) -> None:
+    """Run round ``number``; wait until A's answer (its system prompt ends in ``word``) is whole and the round has
+    settled (Run unlocked). The round before also said 'Both answered': its own words tell the rounds apart."""
     page.locator("#compare-run").click()
-    _wait(page, "() => document.querySelector('#compare-status').innerText.includes('Both answered') && "
-          "!document.querySelector('#compare-run').disabled", what)
+    _wait(page, f"() => document.querySelector('#compare-rounds').innerText.includes('{number} round(s)') && "
+          f"document.querySelector('#compare-answer-a').innerText.includes('{word}-12') && "
+          "document.querySelector('#compare-status').innerText.includes('Both answered') && "
+          "!document.querySelector('#compare-run').disabled", f"round {number} answered")
 
 
 def _pick_round(page, label: str) -> None:
@@ -257,7 +261,7 @@ def test_every_round_reads_again_in_the_session_and_after_import(chromium, engin
     try:
         _start(page, "What is in the room?")
         _systems(page)
-        _run_round(page, "round 1 answered")
+        _run_round(page, 1, "alpha")
         page.locator("#compare-verdict-a").get_by_text("👍").click()
         page.locator("#compare-note-a textarea").fill("names the room")
         page.locator("#compare-note-a textarea").press("Tab")
@@ -267,8 +271,7 @@ def test_every_round_reads_again_in_the_session_and_after_import(chromium, engin
         page.locator("#compare-question textarea").fill("And what do you hear?")
         _number(page, "compare-b-seq", 3072)
         _systems(page, ("gamma", "delta"))
-        _run_round(page, "round 2 answered")
-        assert "gamma-12" in page.locator("#compare-answer-a").inner_text()
+        _run_round(page, 2, "gamma")
         assert _checked(page, "compare-verdict-a") == "" and _checked(page, "compare-preference") == ""
         page.locator("#compare-preference").get_by_text("B better").click()
         page.wait_for_function("() => document.querySelector('#compare-rounds').innerText.includes('2 rated')")
