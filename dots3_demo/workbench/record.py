@@ -525,6 +525,9 @@ def turn_setting_rows(setting: TurnSetting, *, tools: bool = True) -> list[tuple
     return rows
 
 
+NOT_KEPT_V1 = "not recorded (a session file of format version 1 kept only the settings at export)"
+
+
 def _setting_rows(record: SessionRecord) -> list[tuple[str, object]]:
     return [
         ("model", record.model or "— (no engine: preview mode)"),
@@ -535,15 +538,6 @@ def _setting_rows(record: SessionRecord) -> list[tuple[str, object]]:
         ("sampling (at export)", _sampling_text(record.chat.sampling)),
         ("tool choice (at export)", record.chat.tool_choice),
     ]
-
-
-def _reply_setting_html(answer: Answer) -> str:
-    """The settings a reply ran with (a record of format version 1 kept none: it says so)."""
-    if answer.setting is None:
-        return ('<p class="d3r-note">ran with: not recorded (a session file of format version 1 kept only the '
-                "settings at export)</p>")
-    return f'<details class="d3r-setting" open><summary>ran with</summary>' \
-           f"{report_html.facts_html(turn_setting_rows(answer.setting))}</details>"
 
 
 def _reply_answer(message: Mapping[str, Any], answers: Sequence[Answer], reply: int) -> Answer:
@@ -590,7 +584,9 @@ def _transcript_html(record: SessionRecord) -> str:
             answer = _reply_answer(message, t.answers, reply)
             blocks.append(report_html.answer_html(
                 answer, title=f"reply {reply + 1}", verdict=rating.verdict if rating else None,
-                note=rating.note if rating else "") + _reply_setting_html(answer))
+                note=rating.note if rating else "",
+                ran_with=turn_setting_rows(answer.setting) if answer.setting is not None else (),
+                ran_with_note=NOT_KEPT_V1))
             reply += 1
         elif role == "tool":
             blocks.append(f'<div class="d3r-turn d3r-tool"><h3>↩ tool result · '
@@ -612,8 +608,10 @@ def _plan_rows(side: CompareSide) -> list[tuple[str, object]]:
                                f"{f.frame_size[0]}×{f.frame_size[1]} px · scale {f.chosen_scale:.2f}"))
     rows.append(("plan tokens", f"image {f.image:,} · audio {f.audio:,} · text {f.text:,} · media {f.media:,} of "
                                 f"{f.seq - f.reserve:,} (seq {f.seq:,} − reserve {f.reserve:,}) · free {f.free:,}"))
-    if f.sound:
-        rows.append(("sound track", f"{'kept' if f.sound_kept else 'not in the prompt'}: {f.sound}"))
+    if f.sound:  # the inspector's reason, which may say "kept: …" or "dropped: …" itself
+        said = f.sound.startswith(("kept", "dropped"))
+        rows.append(("sound track", f.sound if said else f"{'kept' if f.sound_kept else 'not in the prompt'}: "
+                                                          f"{f.sound}"))
     return rows
 
 

@@ -114,6 +114,7 @@ def test_a_compare_round_keeps_each_sides_plan_in_the_record_and_report(studio, 
     for f in (fa, fb):
         assert f"media {f.media:,} of {f.seq - f.reserve:,} (seq {f.seq:,} − reserve {f.reserve:,})" in compare_part
         assert f"{f.frames:,} · {f.fps:.2f} fps · patch cap {f.patch_cap:,}" in compare_part
+        assert f"<td>{f.sound}</td>" in compare_part  # the inspector's reason, which says kept or dropped itself
 
 
 def test_a_version_1_record_still_imports_and_says_what_it_did_not_keep(tmp_path, profile):
