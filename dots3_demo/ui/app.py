@@ -404,14 +404,15 @@ def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, 
 
 # What an import updates, in its output order (``_setup_record`` wires the components by these names).
 IMPORT_OUTPUTS = ("session", "chatbot", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note",
-                  "record_status", "compare_session", "compare_rounds",
+                  "record_status", *(f"compare_{n}" for n in compare_ui.RoundShown.names()),
                   "video", "images", "audio_file", "audio_mic", *layout.BudgetControls.names(),
                   *layout.ChatControls.names())
 
 
-def on_import(session: ChatSession, compared: CompareSession, path: str | None) -> tuple[Any, ...]:
-    """A session zip into this browser session: the conversation and its ratings, the settings, and the files
-    the panels held (the panels' change events inspect them again). A bad file: one line, nothing changed."""
+def on_import(profile: Profile, session: ChatSession, compared: CompareSession, path: str | None) -> tuple[Any, ...]:
+    """A session zip into this browser session: the conversation and its ratings, the settings, the files the
+    panels held (the panels' change events inspect them again), and compare's rounds (its columns show the last
+    one again). A bad file: one line, nothing changed."""
     if not path:
         return tuple(gr.skip() for _ in IMPORT_OUTPUTS)
     try:
@@ -430,8 +431,8 @@ def on_import(session: ChatSession, compared: CompareSession, path: str | None) 
         "figures": restored.figures, "reply_picker": picker, "rating_status": rating_line,
         "rating_note": _note_of(restored, _picked(restored)),
         "record_status": views.esc(imported.summary),
-        "compare_session": replace(compared, rounds=imported.compare),
-        "compare_rounds": compare_ui.rounds_md(replace(compared, rounds=imported.compare)),
+        **{f"compare_{n}": v for n, v in zip(compare_ui.RoundShown.names(), compare_ui.show_round(
+            profile, replace(compared, rounds=imported.compare)).components(), strict=True)},
         "video": panels.video, "images": list(panels.images) or None,
         "audio_file": None if microphone else panels.audio, "audio_mic": panels.audio if microphone else None,
         "seq": budget.seq, "reserve_auto": budget.output_reserve is None, "reserve": budget.configured_reserve,
@@ -747,13 +748,14 @@ def _setup_record(page: _Page, profile: Profile, engine: ChatEngine | None) -> N
                         concurrency_id="record", concurrency_limit=2)
     by_name = {"session": panel.session, "chatbot": panel.chatbot, "tool_panel": page.tools.panel,
                "figures": panel.figures, "reply_picker": panel.rating.reply, "rating_status": panel.rating.status,
-               "rating_note": panel.rating.note, "compare_session": page.compare.session,
-               "compare_rounds": page.compare.rounds,
+               "rating_note": panel.rating.note,
+               **{f"compare_{n}": c for n, c in zip(compare_ui.RoundShown.names(),
+                                                    compare_ui.round_outputs(page.compare).components(), strict=True)},
                "record_status": record.status, "video": uploads.video, "images": uploads.images,
                "audio_file": uploads.audio_file, "audio_mic": uploads.audio_mic,
                **dict(zip(layout.BudgetControls.names(), page.views.budget.components(), strict=True)),
                **dict(zip(layout.ChatControls.names(), page.controls.components(), strict=True))}
-    record.import_file.upload(on_import, [panel.session, page.compare.session, record.import_file],
+    record.import_file.upload(partial(on_import, profile), [panel.session, page.compare.session, record.import_file],
                               [by_name[n] for n in IMPORT_OUTPUTS],
                               api_name="import_session", concurrency_id="record", concurrency_limit=2)
 

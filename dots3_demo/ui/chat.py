@@ -50,7 +50,7 @@ from dots3_demo.ui import chat_views, views
 from dots3_demo.ui.handlers import control_number
 from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
 from dots3_demo.ui.state import ChatSession, MediaItem, SessionMark, StudioState
-from dots3_demo.workbench.records import Answer, ReplyRating, Verdict
+from dots3_demo.workbench.records import Answer, ReplyRating, TurnSetting, Verdict, turn_setting
 
 logger = logging.getLogger(__name__)
 
@@ -221,10 +221,11 @@ class _Reply:
                           "metadata": {"title": chat_views.WRITING_TOOL_CALL, "status": "pending"}})
         return shown
 
-    def answer(self, error: str = "") -> Answer:
-        """The reply as it stands, as the session records it (``finish_reason`` None until it finishes)."""
+    def answer(self, setting: TurnSetting, error: str = "") -> Answer:
+        """The reply as it stands, as the session records it (``finish_reason`` None until it finishes), with the
+        ``setting`` it runs with."""
         return Answer(text=self.text, reasoning=self.reasoning, tool_calls=self.calls, finish_reason=self.finish_reason,
-                      stats=self.stats, error=error)
+                      stats=self.stats, error=error, setting=setting)
 
     def records(self) -> tuple[ToolCall, ...]:
         """The reply's calls for the tool panel (a "…" row while a call is begun but not yet parsed)."""
@@ -492,6 +493,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
                        tools=tools, sampling=settings.sampling, video=studio.settings,
                        tool_choice=settings.tool_choice)
     note = chat_views.budget_note(studio, settings.sampling, sent.media)
+    setting = turn_setting(turn)  # what this reply runs with, kept on its Answer
     reply = _Reply()
     last = 0.0
     current = sent
@@ -505,7 +507,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         if message is None:
             return shown
         return replace(shown, messages=sent.messages + (message,),
-                       answers=sent.answers[:replies] + (reply.answer(error),),
+                       answers=sent.answers[:replies] + (reply.answer(setting, error),),
                        reply_marks=sent.reply_marks[:replies] + (sent.mark,))
 
     def broke(title: str, detail: str, figures: str) -> ChatView:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import gradio as gr
 
+from dots3_demo.budget import VideoSettings
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES, VideoReport
@@ -29,10 +30,10 @@ from dots3_demo.ui import chat, chat_views, views
 from dots3_demo.ui.figures import COLORS
 from dots3_demo.ui.layout import ChatControls, Record
 from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import StudioState
+from dots3_demo.ui.state import MediaItem, StudioState
 from dots3_demo.workbench import compare
 from dots3_demo.workbench.compare import CompareSession, CompareView, ReadSetting, SidePlan, SideReply
-from dots3_demo.workbench.records import CompareSetting, Side
+from dots3_demo.workbench.records import CompareRound, CompareSide, PlanFigures, Side, TurnSetting
 
 if TYPE_CHECKING:
     from gradio.components.chatbot import MessageDict
@@ -78,6 +79,7 @@ CSS = """
 .d3-cmp-plan details { font-size: .8rem; margin-top: 4px; }
 .d3-cmp-plan summary { cursor: pointer; color: var(--body-text-color-subdued); }
 #compare-status p, #compare-rounds p { margin: 0; }
+.d3-cmp-past { font-size: .8rem; color: var(--body-text-color-subdued); padding: 2px 0 4px; }
 #compare-status, #compare-rounds { font-size: .84rem; }
 #compare-rounds { color: var(--body-text-color-subdued); }
 #compare-figures-a, #compare-figures-b { font-size: .76rem; color: var(--body-text-color-subdued);
@@ -138,6 +140,7 @@ class ComparePanel:
     b: SideColumn
     preference: gr.Radio
     rounds: gr.Markdown
+    picker: gr.Dropdown  # the round the columns show (every round of the session reads again; ratings apply to it)
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,26 @@ class CompareStream(Record, Generic[T]):
     note_a: T
     note_b: T
     preference: T
+    picker: T
+
+
+@dataclass(frozen=True)
+class RoundShown(Generic[T]):
+    """What showing a kept round updates (a round picked again, or the last round of an imported session): the
+    round's step outputs, its question and both columns' settings."""
+
+    stream: CompareStream[T]
+    question: T
+    a: SettingControls[T]
+    b: SettingControls[T]
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return (*CompareStream.names(), "question", *(f"a_{n}" for n in SettingControls.names()),
+                *(f"b_{n}" for n in SettingControls.names()))
+
+    def components(self) -> list[T]:
+        return [*self.stream.components(), self.question, *self.a.components(), *self.b.components()]
 
 
 @dataclass(frozen=True)
@@ -172,6 +195,7 @@ class Locks(Record, Generic[T]):
     note_a: T
     note_b: T
     preference: T
+    picker: T
 
 
 def _stream(panel: ComparePanel) -> CompareStream[Any]:
@@ -179,12 +203,17 @@ def _stream(panel: ComparePanel) -> CompareStream[Any]:
     return CompareStream(session=panel.session, status=panel.status, rounds=panel.rounds, diff=panel.diff,
                          plan_a=a.plan, plan_b=b.plan, answer_a=a.answer, answer_b=b.answer, figures_a=a.figures,
                          figures_b=b.figures, verdict_a=a.verdict, verdict_b=b.verdict, note_a=a.note, note_b=b.note,
-                         preference=panel.preference)
+                         preference=panel.preference, picker=panel.picker)
+
+
+def round_outputs(panel: ComparePanel) -> RoundShown[Any]:
+    """The components :func:`show_round`'s values go to."""
+    return RoundShown(stream=_stream(panel), question=panel.question, a=panel.a.controls, b=panel.b.controls)
 
 
 def _locks(panel: ComparePanel) -> Locks[Any]:
     return Locks(run=panel.run, preview=panel.preview, verdict_a=panel.a.verdict, verdict_b=panel.b.verdict,
-                 note_a=panel.a.note, note_b=panel.b.note, preference=panel.preference)
+                 note_a=panel.a.note, note_b=panel.b.note, preference=panel.preference, picker=panel.picker)
 
 
 # ---------------------------------------------------------------- layout
@@ -200,7 +229,7 @@ def _render_controls(side: Side, values: SettingControls[Any]) -> SettingControl
                             elem_id=eid("max-new"))
         reserve = gr.Number(values.reserve, label="output reserve", precision=0, min_width=90,
                             interactive=not values.reserve_auto, elem_id=eid("reserve"))
-        reserve_auto = gr.Checkbox(values.reserve_auto, label="auto reserve (seq ÷ 4)", min_width=90,
+        reserve_auto = gr.Checkbox(values.reserve_auto, label="auto reserve (seq ÷ 4, at least max new)", min_width=90,
                                    elem_id=eid("reserve-auto"))
     with gr.Row(equal_height=True):
         audio_cap = gr.Number(values.audio_cap, label="audio cap", minimum=0, step=0.05, min_width=80,
@@ -243,7 +272,8 @@ def _render_side(side: Side, values: SettingControls[Any]) -> SideColumn:
 
 def initial_values(seq: int, max_tokens: int) -> SettingControls[Any]:
     """A column's first values: the studio's defaults (the Budget tab's seq, the chat's max tokens)."""
-    return SettingControls(seq=int(seq), reserve_auto=True, reserve=int(seq) // 4, max_new_tokens=int(max_tokens),
+    reserve = auto_reserve(seq, max_tokens)
+    return SettingControls(seq=int(seq), reserve_auto=True, reserve=reserve, max_new_tokens=int(max_tokens),
                            audio_cap=1.0, k_mode=K_MODES[0], temperature=0.7, top_p=0.95, top_k=-1, seed=-1,
                            repetition_penalty=1.0, system_prompt=chat.DEFAULT_SYSTEM_PROMPT)
 
@@ -272,9 +302,11 @@ def render_compare(engine: ChatEngine | None, *, seq: int, max_tokens: int) -> C
     with gr.Row(equal_height=True):
         preference = gr.Radio(PREFERENCES, value=None, label="This round: which is better?", scale=2,
                               elem_id="compare-preference")
+        picker = gr.Dropdown([], value=None, label="Round shown (pick one to read it again)", scale=2, min_width=260,
+                             interactive=True, elem_id="compare-round-pick")
         rounds = gr.Markdown(rounds_md(None), elem_id="compare-rounds")
     return ComparePanel(session=session, question=question, preset=preset, preview=preview, run=run, stop=stop,
-                        status=status, diff=diff, a=a, b=b, preference=preference, rounds=rounds)
+                        status=status, diff=diff, a=a, b=b, preference=preference, rounds=rounds, picker=picker)
 
 
 # ---------------------------------------------------------------- what the columns show
@@ -299,7 +331,7 @@ def frame_strip_html(report: VideoReport, profile: Profile) -> str:
     return f'<div class="d3-cmp-strip">{"".join(figures)}{tail}</div>'
 
 
-def setting_line(setting: CompareSetting) -> str:
+def setting_line(setting: TurnSetting) -> str:
     """``seq 4,096 · reserve 1,024 · max new 256 · audio cap 1 · eval_ek · T 0.7`` (escaped)."""
     v, s = setting.video, setting.sampling
     reserve = f"reserve {v.effective_reserve:,}" + (" (auto)" if v.output_reserve is None else "")
@@ -333,14 +365,13 @@ def plan_html(plan: SidePlan, profile: Profile) -> str:
         strip = frame_strip_html(video, profile)
         if video.notes:
             strip += "".join(f'<div class="d3-note">{views.esc(n)}</div>' for n in video.notes)
-    tokens = tokens_html(plan, profile)
+    tokens = tokens_html(plan.figures, profile)
     table = f"<details><summary>the budget table</summary>{views.summary_html(state, profile)}</details>"
     return head + stats + strip + tokens + table
 
 
-def tokens_html(plan: SidePlan, profile: Profile) -> str:
-    """Tokens by modality (the studio's totals for this side's plan) and whether the sound track is in the prompt."""
-    figures = plan.figures
+def tokens_html(figures: PlanFigures | None, profile: Profile) -> str:
+    """Tokens by modality (the studio's totals for a side's plan) and whether the sound track is in the prompt."""
     if figures is None:
         return ""
     at, ai = views.approx(profile, "text"), views.approx(profile, "image")
@@ -375,7 +406,11 @@ def diff_html(plans: tuple[SidePlan, SidePlan] | None) -> str:
     """The two plans' numbers side by side (both from the inspector): a row for A, one for B, one for B − A."""
     if plans is None:
         return ""
-    fa, fb = plans[0].figures, plans[1].figures
+    return figures_diff_html(plans[0].figures, plans[1].figures)
+
+
+def figures_diff_html(fa: PlanFigures | None, fb: PlanFigures | None) -> str:
+    """:func:`diff_html` from the plans' numbers (a kept round's plans)."""
     if fa is None or fb is None:
         return ""
     size = (f"{fa.frame_size[0]}×{fa.frame_size[1]}", f"{fb.frame_size[0]}×{fb.frame_size[1]}")
@@ -435,11 +470,12 @@ def answer_messages(reply: SideReply) -> list[MessageDict]:
     return shown
 
 
-def figures_line(reply: SideReply, plan: SidePlan | None) -> str:
-    """The side's per-reply figures (the chat's figures line), its prompt tokens against its own plan's."""
+def figures_line(reply: SideReply, media: tuple[MediaItem, ...] = ()) -> str:
+    """The side's per-reply figures (the chat's figures line), its prompt tokens against its own plan's ``media``
+    (the panels' media with the side's inspector numbers)."""
     if reply.state in ("planned", "refused", "waiting") or reply.answer.stats is None:
         return ""
-    line = chat_views.figures_md(reply, plan.media if plan is not None else ())
+    line = chat_views.figures_md(reply, media)
     return ("⏹ stopped · " + line) if reply.state == "stopped" else line
 
 
@@ -449,6 +485,80 @@ def rounds_md(session: CompareSession | None) -> str:
         return "No rounds yet: ratings are kept with each round in the session."
     judged = sum(1 for r in rounds if compare.judged(r))
     return f"{len(rounds)} round(s) in this session · {judged} rated · ratings apply to the round shown"
+
+
+PREFERENCE_SHOWN = {"A": "A better", "B": "B better", "tie": "tie"}
+
+
+def round_label(index: int, round_: CompareRound) -> str:
+    """``round 2 · What is in the room? · A better`` (the picker's line for a round; a round of plans only says
+    ``preview``)."""
+    question = round_.question if len(round_.question) <= 48 else round_.question[:47] + "…"
+    judgement = PREFERENCE_SHOWN.get(round_.preference or "", "not judged")
+    kind = "preview · " if compare.is_preview(round_) else ""
+    return f"round {index + 1} · {question or '(media only)'} · {kind}{judgement}"
+
+
+def picker_update(session: CompareSession, shown: int | None = None) -> Any:
+    """The picker listing every round, showing ``shown`` (None: the last)."""
+    rounds = session.rounds
+    value = (len(rounds) - 1 if shown is None else shown) if rounds else None
+    return gr.Dropdown(choices=[(round_label(i, r), i) for i, r in enumerate(rounds)], value=value)
+
+
+def _picked(session: CompareSession, picked: Any) -> int | None:
+    """The round index the picker holds (None: none, or one the session does not have)."""
+    try:
+        index = int(picked)
+    except (TypeError, ValueError):
+        return None
+    return index if 0 <= index < len(session.rounds) else None
+
+
+def recorded_plan_html(side: CompareSide, profile: Profile) -> str:
+    """A kept round's column plan: the side's setting, its frames' numbers and tokens by modality, from the plan
+    the round kept (the frame thumbnails are shown while a round is the one just planned)."""
+    key = "d3-cmp-b" if side.side == "B" else ""
+    head = (f'<div class="d3-cmp-head"><span class="d3-cmp-side {key}">{side.side}</span>'
+            f"<span>{setting_line(side.setting)}</span></div>")
+    if side.plan_error:
+        return head + f'<div class="d3-incomplete" role="alert">⚠ {views.esc(side.plan_error)}</div>'
+    f = side.plan
+    if f is None:
+        return head + '<div class="d3-cmp-empty">This round\'s plan was not kept (a session file of format 1).</div>'
+    stats = ""
+    if f.frames:
+        chips = [f"<b>{f.frames}</b> frames", f"<b>{f.fps:.2f}</b> fps", f"patch cap <b>{f.patch_cap}</b>",
+                 f"<b>{f.frame_size[0]}×{f.frame_size[1]}</b> px", f"scale {f.chosen_scale:.2f}"]
+        stats = f'<div class="d3-cmp-stats">{"".join(f"<span>{c}</span>" for c in chips)}</div>'
+    return head + stats + tokens_html(f, profile)
+
+
+def show_round(profile: Profile, session: CompareSession, index: int | None = None) -> RoundShown[Any]:
+    """Round ``index`` of the session (None: the last) in the columns, read again: its question, both settings
+    (in the controls: Run starts a new round with them), both plans, answers, figures, ratings and verdict. No
+    round: nothing changes."""
+    skip = gr.skip()
+    at = len(session.rounds) - 1 if index is None else index
+    if not 0 <= at < len(session.rounds):
+        names = SettingControls.names()
+        kept = {n: skip for n in CompareStream.names()} | {"session": session, "rounds": rounds_md(session),
+                                                           "picker": picker_update(session)}
+        return RoundShown(stream=CompareStream(**kept), question=skip, a=SettingControls(*(skip for _ in names)),
+                          b=SettingControls(*(skip for _ in names)))
+    r = session.rounds[at]
+    ra, rb = compare.recorded_reply(r.a), compare.recorded_reply(r.b)
+    last = at == len(session.rounds) - 1
+    status = (f"Round {at + 1} of {len(session.rounds)}, read again"
+              + ("" if last else " (not the latest)") + ": its settings are in the columns (Run starts a new round "
+              "with them); ratings apply to it.")
+    stream = CompareStream(
+        session=session, status=status, rounds=rounds_md(session), diff=figures_diff_html(r.a.plan, r.b.plan),
+        plan_a=recorded_plan_html(r.a, profile), plan_b=recorded_plan_html(r.b, profile),
+        answer_a=answer_messages(ra), answer_b=answer_messages(rb), figures_a=figures_line(ra, r.a.plan_media),
+        figures_b=figures_line(rb, r.b.plan_media), verdict_a=r.a.verdict, verdict_b=r.b.verdict, note_a=r.a.note,
+        note_b=r.b.note, preference=r.preference, picker=picker_update(session, at))
+    return RoundShown(stream=stream, question=r.question, a=controls_of(r.a.setting), b=controls_of(r.b.setting))
 
 
 # ---------------------------------------------------------------- callbacks
@@ -483,10 +593,11 @@ async def _view_values(view: CompareView, profile: Profile, *, first: bool) -> t
     step = CompareStream(
         session=view.session, status=view.status, rounds=rounds_md(view.session), diff=diff, plan_a=plan_a,
         plan_b=plan_b, answer_a=answer_messages(ra), answer_b=answer_messages(rb),
-        figures_a=figures_line(ra, plans[0] if plans else None),
-        figures_b=figures_line(rb, plans[1] if plans else None),
+        figures_a=figures_line(ra, plans[0].media if plans else ()),
+        figures_b=figures_line(rb, plans[1].media if plans else ()),
         verdict_a=None if fresh else skip, verdict_b=None if fresh else skip, note_a="" if fresh else skip,
-        note_b="" if fresh else skip, preference=None if fresh else skip)
+        note_b="" if fresh else skip, preference=None if fresh else skip,
+        picker=picker_update(view.session) if fresh or view.done else skip)
     return tuple(step.components())
 
 
@@ -523,7 +634,7 @@ def on_settle(engine: ChatEngine | None, session: CompareSession) -> tuple[Any, 
     unlocked = Locks(run=gr.Button(interactive=engine is not None), preview=gr.Button(interactive=True),
                      verdict_a=gr.Radio(interactive=True), verdict_b=gr.Radio(interactive=True),
                      note_a=gr.Textbox(interactive=True), note_b=gr.Textbox(interactive=True),
-                     preference=gr.Radio(interactive=True))
+                     preference=gr.Radio(interactive=True), picker=gr.Dropdown(interactive=True))
     skip = gr.skip()
     replies = compare.settled(session)
     stopped = [r.state == "stopped" for r in replies]
@@ -535,9 +646,9 @@ def on_settle(engine: ChatEngine | None, session: CompareSession) -> tuple[Any, 
         rounds=rounds_md(session), diff=skip, plan_a=skip, plan_b=skip,
         answer_a=answer_messages(replies[0]) if stopped[0] else skip,
         answer_b=answer_messages(replies[1]) if stopped[1] else skip,
-        figures_a=figures_line(replies[0], None) if stopped[0] else skip,
-        figures_b=figures_line(replies[1], None) if stopped[1] else skip,
-        verdict_a=skip, verdict_b=skip, note_a=skip, note_b=skip, preference=skip)
+        figures_a=figures_line(replies[0], last.a.plan_media) if stopped[0] else skip,
+        figures_b=figures_line(replies[1], last.b.plan_media) if stopped[1] else skip,
+        verdict_a=skip, verdict_b=skip, note_a=skip, note_b=skip, preference=skip, picker=picker_update(session))
     return (*step.components(), *unlocked.components())
 
 
@@ -546,7 +657,7 @@ def lock_round() -> tuple[Any, ...]:
     locked = Locks(run=gr.Button(interactive=False), preview=gr.Button(interactive=False),
                    verdict_a=gr.Radio(interactive=False), verdict_b=gr.Radio(interactive=False),
                    note_a=gr.Textbox(interactive=False), note_b=gr.Textbox(interactive=False),
-                   preference=gr.Radio(interactive=False))
+                   preference=gr.Radio(interactive=False), picker=gr.Dropdown(interactive=False))
     return tuple(locked.components())
 
 
@@ -566,38 +677,66 @@ def on_preset(studio: StudioState, preset_key: str | None, *chat_values: Any) ->
             *controls_of(a).components(), *controls_of(b).components())
 
 
-def controls_of(setting: CompareSetting) -> SettingControls[Any]:
+def controls_of(setting: TurnSetting) -> SettingControls[Any]:
     """A setting as its column's control values (the inverse of ``read_setting``)."""
     v, s = setting.video, setting.sampling
-    return SettingControls(seq=v.seq, reserve_auto=v.output_reserve is None, reserve=v.configured_reserve,
+    auto = v.output_reserve is None
+    return SettingControls(seq=v.seq, reserve_auto=auto, reserve=v.effective_reserve if auto else v.configured_reserve,
                            max_new_tokens=s.max_tokens, audio_cap=v.audio_cap, k_mode=v.k_mode,
                            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
                            seed=-1 if s.seed is None else s.seed, repetition_penalty=s.repetition_penalty,
                            system_prompt=setting.system_prompt or "")
 
 
-def on_reserve(seq: float | None, reserve_auto: bool, reserve: float | None) -> gr.Number:
-    """The reserve box follows seq while auto reserve is on (seq ÷ 4, vLLM's default) and takes a value when off."""
+def auto_reserve(seq: float | str | None, max_new_tokens: float | str | None) -> int:
+    """The output reserve the plan uses when auto reserve is on: vLLM's default (seq ÷ 4), at least max new
+    tokens — ``VideoSettings.effective_reserve``, the number the plan is made with."""
+    return VideoSettings(seq=int(float(seq or 0)), max_new_tokens=max(0, int(float(max_new_tokens or 0)))
+                         ).effective_reserve
+
+
+def on_reserve(seq: float | None, reserve_auto: bool, reserve: float | None,
+               max_new_tokens: float | None = None) -> gr.Number:
+    """The reserve box shows the reserve the plan uses while auto reserve is on (:func:`auto_reserve`: it follows
+    seq and max new tokens) and takes a value when off."""
     if not reserve_auto:
         return gr.Number(interactive=True)
     try:
-        auto = int(float(seq or 0)) // 4
-    except (TypeError, ValueError):
+        auto = auto_reserve(seq, max_new_tokens)
+    except (TypeError, ValueError, OverflowError):
         return gr.Number(interactive=False)
     return gr.Number(value=auto, interactive=False)
 
 
-def on_rate(side: Side, session: CompareSession, verdict: str | None, note: str | None) -> tuple[Any, ...]:
-    """👍/👎 or a note changed: (session, status, rounds line)."""
-    updated, message = compare.rate_side(session, side, "up" if verdict == "up" else "down" if verdict == "down"
-                                         else None, note)
-    return updated, (message or gr.skip()), rounds_md(updated)
+def _verdict(value: str | None) -> Any:
+    return "up" if value == "up" else "down" if value == "down" else None
 
 
-def on_prefer(session: CompareSession, preference: str | None) -> tuple[Any, ...]:
+def on_rate(side: Side, session: CompareSession, picked: Any, verdict: str | None, note: str | None
+            ) -> tuple[Any, ...]:
+    """👍/👎 or a note changed, for the round shown (the picker's): (session, status, rounds line, picker)."""
+    at = _picked(session, picked)
+    if session.rounds and at is None:
+        return session, "Pick the round to rate.", gr.skip(), gr.skip()
+    updated, message = compare.rate_side(session, side, _verdict(verdict), note, at=at)
+    return updated, (message or gr.skip()), rounds_md(updated), picker_update(updated, at) if at is not None \
+        else gr.skip()
+
+
+def on_prefer(session: CompareSession, picked: Any, preference: str | None) -> tuple[Any, ...]:
+    at = _picked(session, picked)
+    if session.rounds and at is None:
+        return session, "Pick the round to judge.", gr.skip(), gr.skip()
     updated, message = compare.prefer(session, "A" if preference == "A" else "B" if preference == "B"
-                                      else "tie" if preference == "tie" else None)
-    return updated, (message or gr.skip()), rounds_md(updated)
+                                      else "tie" if preference == "tie" else None, at=at)
+    return updated, (message or gr.skip()), rounds_md(updated), picker_update(updated, at) if at is not None \
+        else gr.skip()
+
+
+def on_pick(profile: Profile, session: CompareSession, picked: Any) -> tuple[Any, ...]:
+    """A round picked: it fills the columns again (:func:`show_round`)."""
+    at = _picked(session, picked)
+    return tuple(show_round(profile, session, at if at is not None else -1).components())
 
 
 # ---------------------------------------------------------------- wiring
@@ -612,9 +751,9 @@ def setup_compare_events(panel: ComparePanel, *, studio: gr.State, chat_controls
     """
     a_controls, b_controls = panel.a.controls.components(), panel.b.controls.components()
     for controls in (panel.a.controls, panel.b.controls):
-        gr.on([controls.seq.change, controls.reserve_auto.change], on_reserve,
-              [controls.seq, controls.reserve_auto, controls.reserve], controls.reserve, api_visibility="private",
-              queue=False, show_progress="hidden")
+        gr.on([controls.seq.change, controls.reserve_auto.change, controls.max_new_tokens.change], on_reserve,
+              [controls.seq, controls.reserve_auto, controls.reserve, controls.max_new_tokens], controls.reserve,
+              api_visibility="private", queue=False, show_progress="hidden")
     panel.preset.input(on_preset, [studio, panel.preset, *chat_controls.components()],
                        [panel.status, *a_controls, *b_controls], api_visibility="private", queue=False)
     outputs = _stream(panel).components()
@@ -630,12 +769,15 @@ def setup_compare_events(panel: ComparePanel, *, studio: gr.State, chat_controls
     event.then(partial(on_settle, engine), panel.session, [*outputs, *locks], queue=False, api_visibility="private",
                show_progress="hidden")
     panel.stop.click(None, None, None, cancels=[event], api_visibility="private")
-    rated = [panel.session, panel.status, panel.rounds]
+    rated = [panel.session, panel.status, panel.rounds, panel.picker]
     columns: tuple[tuple[Side, SideColumn], ...] = (("A", panel.a), ("B", panel.b))
     for side, column in columns:
-        rate_in = [panel.session, column.verdict, column.note]
+        rate_in = [panel.session, panel.picker, column.verdict, column.note]
         column.verdict.input(partial(on_rate, side), rate_in, rated, api_visibility="private", queue=False)
         gr.on([column.note.blur, column.note.submit], partial(on_rate, side), rate_in, rated,
               api_visibility="private", queue=False)
-    panel.preference.input(on_prefer, [panel.session, panel.preference], rated, api_visibility="private",
-                           queue=False)
+    panel.preference.input(on_prefer, [panel.session, panel.picker, panel.preference], rated,
+                           api_visibility="private", queue=False)
+    panel.picker.input(partial(on_pick, profile), [panel.session, panel.picker],
+                       list(round_outputs(panel).components()), api_name="compare_show_round", queue=False,
+                       show_progress="hidden")

@@ -2,7 +2,7 @@
 A and B, side by side, and what the researcher judged of it. Plain functions and frozen dataclasses, no Gradio:
 ``ui.compare`` lays the page out and wires it, tests call these directly.
 
-* a setting (:class:`~dots3_demo.workbench.records.CompareSetting`) is read from a column's controls by
+* a setting (:class:`~dots3_demo.workbench.records.TurnSetting`) is read from a column's controls by
   :func:`read_setting`; :data:`PRESETS` fill both columns from the studio's own settings;
 * :func:`plan_side` plans the panels' media under one setting with the studio's inspector (``inspect_file``, the
   call the video panel makes), so each column's frames, fps, patch cap and tokens are the inspector's own;
@@ -11,7 +11,10 @@ A and B, side by side, and what the researcher judged of it. Plain functions and
   both requests, so the engine aborts both; a side that cannot run (bad settings, the engine refused it) says why
   in its own column and the other side goes on;
 * a browser session's rounds are a :class:`CompareSession`; :func:`rate_side` and :func:`prefer` record the
-  judgements (👍/👎 and a note per side, A better / B better / tie per round) in its last round.
+  judgements (👍/👎 and a note per side, A better / B better / tie per round) in a round (the last unless told
+  which: the page rates the round it shows). Each round keeps both sides' settings, plans (their numbers and the
+  media with each side's inspector numbers) and answers (each with the setting it ran with), so it reads again
+  later, in the session and from a session file.
 """
 
 from __future__ import annotations
@@ -45,10 +48,11 @@ from dots3_demo.ui.state import MediaItem, StudioState
 from dots3_demo.workbench.records import (
     Answer,
     CompareRound,
-    CompareSetting,
     CompareSide,
+    PlanFigures,
     Preference,
     Side,
+    TurnSetting,
     Verdict,
 )
 
@@ -63,7 +67,7 @@ T = TypeVar("T")
 class ReadSetting:
     """A column's controls read as a setting; ``problem`` (one line) when a control held no usable value."""
 
-    setting: CompareSetting
+    setting: TurnSetting
     problem: str = ""
 
 
@@ -87,17 +91,17 @@ def read_setting(seq: float, reserve_auto: bool, reserve: float, max_new_tokens:
                                           repetition_penalty)
     if sampled.problem:
         problems.append(sampled.problem.removeprefix("Check the Sampling panel: ").rstrip("."))
-    setting = CompareSetting(video=replace(video, problem=""), sampling=sampled.sampling,
-                             system_prompt=system_prompt or "")
+    setting = TurnSetting(video=replace(video, problem=""), sampling=sampled.sampling,
+                          system_prompt=system_prompt or "")
     return ReadSetting(setting, f"Check the settings: {'; '.join(problems)}." if problems else "")
 
 
-def base_setting(studio: StudioState, sampling: SamplingSettings, system_prompt: str) -> CompareSetting:
+def base_setting(studio: StudioState, sampling: SamplingSettings, system_prompt: str) -> TurnSetting:
     """The studio's own setting: the Budget tab's video budget (as last applied) and the chat's sampling and system
     prompt, with one max new tokens for both (the chat's max tokens, which the engine plans the video with)."""
     max_new = max(1, int(sampling.max_tokens))
     video = replace(studio.settings, max_new_tokens=max_new, problem="", question="")
-    return CompareSetting(video=video, sampling=replace(sampling, max_tokens=max_new), system_prompt=system_prompt)
+    return TurnSetting(video=video, sampling=replace(sampling, max_tokens=max_new), system_prompt=system_prompt)
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,14 @@ class Preset:
 
     key: str
     label: str
-    make: Callable[[CompareSetting], tuple[CompareSetting, CompareSetting]]
+    make: Callable[[TurnSetting], tuple[TurnSetting, TurnSetting]]
 
 
-def _video(setting: CompareSetting, **changes: Any) -> CompareSetting:
+def _video(setting: TurnSetting, **changes: Any) -> TurnSetting:
     return replace(setting, video=replace(setting.video, **changes))
 
 
-def _sampling(setting: CompareSetting, **changes: Any) -> CompareSetting:
+def _sampling(setting: TurnSetting, **changes: Any) -> TurnSetting:
     return replace(setting, sampling=replace(setting.sampling, **changes))
 
 
@@ -138,36 +142,11 @@ def preset(key: str) -> Preset:
 
 # ---------------------------------------------------------------- plans
 @dataclass(frozen=True)
-class PlanFigures:
-    """The numbers a column's plan shows, all from its inspection (``studio`` under the side's video budget)."""
-
-    frames: int
-    fps: float
-    patch_cap: int
-    frame_size: tuple[int, int]  # (w, h) of the frames vLLM produced
-    text: int  # media tokens by modality: the video's timestamps and tags, …
-    image: int  # … frames and images, …
-    audio: int  # … the video's sound track and audio clips
-    reserve: int
-    seq: int
-    sound_kept: bool
-    sound: str  # the inspector's reason the video's sound track is in the prompt or not ("" = no video)
-
-    @property
-    def media(self) -> int:
-        return self.text + self.image + self.audio
-
-    @property
-    def free(self) -> int:
-        return self.seq - self.reserve - self.media
-
-
-@dataclass(frozen=True)
 class SidePlan:
     """One column's plan: the upload panels under the side's video budget, as the inspector planned them."""
 
     side: Side
-    setting: CompareSetting
+    setting: TurnSetting
     studio: StudioState | None = None  # the panels' reports, the video's under this side's budget; None: refused
     error: str = ""  # one line: why this side cannot be planned (bad settings, the inspector refused the video)
 
@@ -191,6 +170,7 @@ class SidePlan:
             text=totals["text"], image=totals["image"], audio=totals["audio"],
             reserve=settings.effective_reserve, seq=settings.seq,
             sound_kept=bool(video and video.audio.kept), sound=video.audio.reason if video else "",
+            chosen_scale=video.solver.chosen_scale if video else 1.0,
         )
 
 
@@ -262,25 +242,41 @@ def with_round(session: CompareSession, round_: CompareRound, *, new: bool) -> C
 NO_ROUND = "Preview or run a round first: ratings belong to the round shown."
 
 
+def _at(session: CompareSession, at: int | None) -> int | None:
+    """The index of round ``at`` (None: the last), or None when the session has no such round."""
+    index = len(session.rounds) - 1 if at is None else at
+    return index if 0 <= index < len(session.rounds) else None
+
+
+def with_round_at(session: CompareSession, index: int, round_: CompareRound) -> CompareSession:
+    """``round_`` in place of the session's ``index``-th round."""
+    rounds = session.rounds
+    return replace(session, rounds=rounds[:index] + (round_,) + rounds[index + 1:])
+
+
 def rate_side(session: CompareSession, side: Side, verdict: Verdict | None,
-              note: str | None) -> tuple[CompareSession, str]:
-    """Record 👍/👎 (``None``: no verdict) and a note for ``side`` of the last round; (session, message)."""
-    last = session.last
-    if last is None:
+              note: str | None, *, at: int | None = None) -> tuple[CompareSession, str]:
+    """Record 👍/👎 (``None``: no verdict) and a note for ``side`` of round ``at`` (0-based; None: the last);
+    (session, message)."""
+    index = _at(session, at)
+    if index is None:
         return session, NO_ROUND
+    round_ = session.rounds[index]
     key = "a" if side == "A" else "b"
-    judged_side = replace(getattr(last, key), verdict=verdict if verdict in ("up", "down") else None,
+    judged_side = replace(getattr(round_, key), verdict=verdict if verdict in ("up", "down") else None,
                           note=(note or "").strip())
-    return with_round(session, replace(last, **{key: judged_side}), new=False), ""
+    return with_round_at(session, index, replace(round_, **{key: judged_side})), ""
 
 
-def prefer(session: CompareSession, preference: Preference | None) -> tuple[CompareSession, str]:
-    """Record A better / B better / tie (``None``: undecided) for the last round; (session, message)."""
-    last = session.last
-    if last is None:
+def prefer(session: CompareSession, preference: Preference | None, *,
+           at: int | None = None) -> tuple[CompareSession, str]:
+    """Record A better / B better / tie (``None``: undecided) for round ``at`` (None: the last); (session,
+    message)."""
+    index = _at(session, at)
+    if index is None:
         return session, NO_ROUND
     value = preference if preference in ("A", "B", "tie") else None
-    return with_round(session, replace(last, preference=value), new=False), ""
+    return with_round_at(session, index, replace(session.rounds[index], preference=value)), ""
 
 
 # ---------------------------------------------------------------- replies
@@ -351,9 +347,20 @@ class CompareView:
 
 def _round(question: str, studio: StudioState, plans: tuple[SidePlan, SidePlan], replies: tuple[SideReply, SideReply]
            | None, preset_key: str) -> CompareRound:
-    a, b = (CompareSide(p.side, p.setting, answer=r.answer if r is not None else None)
+    """The round as the session keeps it: each side's setting and plan (its numbers, and the panels' media with
+    its inspector numbers, so the round reads again later without inspecting anything) and its answer."""
+    a, b = (CompareSide(p.side, p.setting, answer=r.answer if r is not None else None, plan=p.figures,
+                        plan_media=p.media, plan_error=p.error)
             for p, r in zip(plans, replies or (None, None), strict=True))
     return CompareRound(question=question, media=tuple(chat.panel_media(studio)), a=a, b=b, preset=preset_key)
+
+
+def _first_replies(plans: tuple[SidePlan, SidePlan], state: ReplyState) -> tuple[SideReply, SideReply]:
+    """Before any answer: a side that cannot be planned is refused (why, in its column); the other is ``state``.
+    Each answer starts with its side's setting: the answer keeps what it ran with."""
+    a, b = (SideReply(Answer(setting=p.setting)).failed(p.error, "refused") if p.error
+            else SideReply(Answer(setting=p.setting), state=state) for p in plans)
+    return a, b
 
 
 def _answered(round_: CompareRound, replies: tuple[SideReply, SideReply]) -> CompareRound:
@@ -375,8 +382,8 @@ async def preview_round(profile: Profile, studio: StudioState, session: CompareS
     """Plans only (no engine): the panels' media under A and B side by side, recorded as a round without answers."""
     plans = await plan_sides(profile, studio, a, b, limits=limits)
     round_ = _round((question or "").strip(), studio, plans, None, preset_key)
-    replies = tuple(SideReply().failed(p.error, "refused") if p.error else SideReply() for p in plans)
-    return CompareView(with_round(session, round_, new=True), plans, (replies[0], replies[1]),
+    replies = _first_replies(plans, "planned")
+    return CompareView(with_round(session, round_, new=True), plans, replies,
                        "Preview: " + _plan_status(plans, studio), done=True, new_plans=True)
 
 
@@ -492,8 +499,8 @@ async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioS
         return
     yield CompareView(session, None, (SideReply(state="waiting"), SideReply(state="waiting")), "⏳ planning A and B…")
     plans = await plan_sides(profile, studio, a, b, limits=limits)
-    replies = tuple(SideReply().failed(p.error, "refused") if p.error else SideReply(state="waiting") for p in plans)
-    round_ = _round(text, studio, plans, (replies[0], replies[1]), preset_key)
+    replies = _first_replies(plans, "waiting")
+    round_ = _round(text, studio, plans, replies, preset_key)
     session = with_round(session, round_, new=True)
     runnable = [p for p in plans if not p.error]
     turns = {p.side: side_turn(session, p, text, default_system) for p in runnable}
@@ -501,9 +508,10 @@ async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioS
         for turn in turns.values():
             check_media_limits(turn.messages, engine.mm_limits)
     except TurnRejected as exc:
-        replies = tuple(r if r.state == "refused" else r.failed(str(exc), "refused") for r in replies)
+        replies = (replies[0] if replies[0].state == "refused" else replies[0].failed(str(exc), "refused"),
+                   replies[1] if replies[1].state == "refused" else replies[1].failed(str(exc), "refused"))
         turns = {}
-    pair = (replies[0], replies[1])
+    pair = replies
     session = with_round(session, _answered(round_, pair), new=False)
     yield CompareView(session, plans, pair, _plan_status(plans, studio) + (" ⏳ sending…" if turns else ""),
                       done=not turns, new_plans=True)
@@ -549,15 +557,22 @@ async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioS
     yield CompareView(session, plans, pair, status, done=True)
 
 
+def recorded_reply(side: CompareSide) -> SideReply:
+    """A side of a round as the session keeps it, as its column shows it: planned (a preview), refused (it could
+    not be planned or sent), done, failed, or stopped (it neither finished nor failed)."""
+    answer = side.answer
+    if answer is None:
+        return SideReply(Answer(error=side.plan_error), "refused") if side.plan_error else SideReply()
+    if side.plan_error or (answer.error and answer.stats is None and not (answer.text or answer.reasoning)):
+        return SideReply(answer, "refused" if side.plan_error else "failed")
+    state: ReplyState = "done" if answer.finish_reason else "failed" if answer.error else "stopped"
+    return SideReply(answer, state)
+
+
 def settled(session: CompareSession) -> tuple[SideReply, SideReply]:
     """After a round's event ended or was stopped: each side's reply as the session kept it (a side that neither
     finished nor failed was stopped)."""
     last = session.last
     if last is None or is_preview(last):
         return SideReply(), SideReply()
-    replies = []
-    for side in (last.a, last.b):
-        answer = side.answer or Answer()
-        state: ReplyState = "done" if answer.finish_reason else "failed" if answer.error else "stopped"
-        replies.append(SideReply(answer, state))
-    return replies[0], replies[1]
+    return recorded_reply(last.a), recorded_reply(last.b)

@@ -14,7 +14,8 @@ zip imported back into a fresh session.
   all but its own temporary folder, removed again): unsafe entry names (``../x``, absolute, backslashes,
   links), too many or too large entries (sizes are counted on the bytes read, not taken from the headers),
   a missing or unknown format version, unknown fields, media the record names but the zip lacks, media
-  references that are not the record's files;
+  references that are not the record's files. Format version 2 keeps each reply's own setting
+  (``Answer.setting``) and each compare side's plan; a version-1 file (which kept neither) still imports;
 * :func:`restore_session` rebuilds the ``ChatSession`` from a record, ready for Regenerate; the upload panels
   are ``record.panels`` (paths) and ``record.budget``, for the UI to re-inspect.
 
@@ -50,14 +51,15 @@ from dots3_demo.inspection.plan import plan_file
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState, current_session
 from dots3_demo.workbench import report_html
 from dots3_demo.workbench.codec import DecodeError, from_json, to_json
-from dots3_demo.workbench.records import Answer, CompareRound, CompareSide, ReplyRating
+from dots3_demo.workbench.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
 
 if TYPE_CHECKING:
     from dots3_demo.profiles import Profile
     from dots3_demo.ui.chat import ChatSettings
 
 FORMAT = "dots3-studio-session"
-VERSION = 1
+VERSION = 2  # 2: each reply's setting (Answer.setting), each compare side's plan (CompareSide.plan, plan_media)
+READS = (1, 2)  # the versions an import reads: version 1 lacks only fields that have defaults
 SESSION_JSON = "session.json"
 REPORT_HTML = "report.html"
 MEDIA_DIR = "media"
@@ -205,7 +207,7 @@ def build_record(session: ChatSession, studio: StudioState, chat: ChatSetup, *, 
     for path, _ in studio.images:
         add(path, "image")
     add(studio.audio_path, "audio")
-    for item in (*session.media, *(m for r in compare for m in r.media)):
+    for item in (*session.media, *(m for r in compare for m in (*r.media, *r.a.plan_media, *r.b.plan_media))):
         add(item.path, item.kind)
     for path, kind in _message_files((*session.messages, *session.display)):
         add(path, kind)
@@ -261,7 +263,10 @@ def _relocated(record: SessionRecord, where: Callable[[str], str]) -> SessionRec
                        audio=where(p.audio) if p.audio else None),
         transcript=replace(t, messages=tuple(rewrite(m) for m in t.messages),
                            display=tuple(rewrite(m) for m in t.display), media=tuple(item(m) for m in t.media)),
-        compare=tuple(replace(r, media=tuple(item(m) for m in r.media)) for r in record.compare),
+        compare=tuple(replace(r, media=tuple(item(m) for m in r.media),
+                              a=replace(r.a, plan_media=tuple(item(m) for m in r.a.plan_media)),
+                              b=replace(r.b, plan_media=tuple(item(m) for m in r.b.plan_media)))
+                      for r in record.compare),
     )
 
 
@@ -406,12 +411,12 @@ def _read_session(archive: zipfile.ZipFile, entries: Mapping[str, zipfile.ZipInf
     version = data.get("version")
     if version is None:
         raise RecordError("session.json has no format version; it was not written by Dots3 Studio")
-    if version != VERSION or isinstance(version, bool):
+    if version not in READS or isinstance(version, bool):
         newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
         raise RecordError(
             f"this session file has format version {json.dumps(version)[:20]}"
             + (", written by a newer Dots3 Studio" if newer else "")
-            + f"; this studio reads version {VERSION}"
+            + f"; this studio reads versions {' and '.join(str(v) for v in READS)}"
         )
     try:
         record = from_json(SessionRecord, data, "session.json", names={"MediaItem": MediaItem})
@@ -497,21 +502,41 @@ def import_zip(path: str | Path, dest_dir: str | Path, *, limits: ZipLimits = Zi
 
 
 # ---------------------------------------------------------------- the report page
+def _budget_text(b: VideoSettings) -> str:
+    return (f"seq {b.seq:,} · output reserve {b.configured_reserve:,}{' (auto)' if b.output_reserve is None else ''}"
+            f" (effective {b.effective_reserve:,}) · max new tokens {b.max_new_tokens:,} · audio cap {b.audio_cap:g}"
+            f" · k_mode {b.k_mode}")
+
+
+def _sampling_text(s: SamplingSettings) -> str:
+    return (f"temperature {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k if s.top_k > 0 else 'off'} · max "
+            f"tokens {s.max_tokens:,} · seed {s.seed if s.seed is not None else 'random'} · repetition penalty "
+            f"{s.repetition_penalty:g}")
+
+
+def turn_setting_rows(setting: TurnSetting, *, tools: bool = True) -> list[tuple[str, object]]:
+    """What one reply ran with, as the report's rows (``tools``: with its tool choice)."""
+    rows: list[tuple[str, object]] = [("video budget", _budget_text(setting.video)),
+                                      ("sampling", _sampling_text(setting.sampling))]
+    if setting.system_prompt is not None:
+        rows.append(("system prompt", setting.system_prompt or "— (none)"))
+    if tools:
+        rows.append(("tool choice", setting.tool_choice))
+    return rows
+
+
+NOT_KEPT_V1 = "not recorded (a session file of format version 1 kept only the settings at export)"
+
+
 def _setting_rows(record: SessionRecord) -> list[tuple[str, object]]:
-    b = record.budget
-    s = record.chat.sampling
     return [
         ("model", record.model or "— (no engine: preview mode)"),
         ("engine", record.engine or "—"),
         ("inspector profile", record.profile),
         ("app · vLLM", f"Dots3 NOTE Studio {record.app_version} · vLLM {record.vllm_version}"),
-        ("video budget", f"seq {b.seq:,} · output reserve {b.configured_reserve:,} (effective "
-                         f"{b.effective_reserve:,}) · max new tokens {b.max_new_tokens:,} · audio cap "
-                         f"{b.audio_cap:g} · k_mode {b.k_mode}"),
-        ("sampling", f"temperature {s.temperature:g} · top-p {s.top_p:g} · top-k "
-                     f"{s.top_k if s.top_k > 0 else 'off'} · max tokens {s.max_tokens:,} · seed "
-                     f"{s.seed if s.seed is not None else 'random'} · repetition penalty {s.repetition_penalty:g}"),
-        ("tool choice", record.chat.tool_choice),
+        ("video budget (at export)", _budget_text(record.budget)),
+        ("sampling (at export)", _sampling_text(record.chat.sampling)),
+        ("tool choice (at export)", record.chat.tool_choice),
     ]
 
 
@@ -556,9 +581,12 @@ def _transcript_html(record: SessionRecord) -> str:
             blocks.append(_user_html(message, names))
         elif role == "assistant":
             rating = ratings.get(reply)
+            answer = _reply_answer(message, t.answers, reply)
             blocks.append(report_html.answer_html(
-                _reply_answer(message, t.answers, reply), title=f"reply {reply + 1}",
-                verdict=rating.verdict if rating else None, note=rating.note if rating else ""))
+                answer, title=f"reply {reply + 1}", verdict=rating.verdict if rating else None,
+                note=rating.note if rating else "",
+                ran_with=turn_setting_rows(answer.setting) if answer.setting is not None else (),
+                ran_with_note=NOT_KEPT_V1))
             reply += 1
         elif role == "tool":
             blocks.append(f'<div class="d3r-turn d3r-tool"><h3>↩ tool result · '
@@ -567,13 +595,28 @@ def _transcript_html(record: SessionRecord) -> str:
     return "".join(blocks) or '<p class="d3r-note">No messages.</p>'
 
 
+def _plan_rows(side: CompareSide) -> list[tuple[str, object]]:
+    """The side's plan as the round kept it (the inspector's numbers under the side's video budget)."""
+    f = side.plan
+    if side.plan_error:
+        return [("plan", f"⚠ not planned: {side.plan_error}")]
+    if f is None:
+        return [("plan", "not recorded (a session file of format version 1)")]
+    rows: list[tuple[str, object]] = []
+    if f.frames:
+        rows.append(("frames", f"{f.frames:,} · {f.fps:.2f} fps · patch cap {f.patch_cap:,} · "
+                               f"{f.frame_size[0]}×{f.frame_size[1]} px · scale {f.chosen_scale:.2f}"))
+    rows.append(("plan tokens", f"image {f.image:,} · audio {f.audio:,} · text {f.text:,} · media {f.media:,} of "
+                                f"{f.seq - f.reserve:,} (seq {f.seq:,} − reserve {f.reserve:,}) · free {f.free:,}"))
+    if f.sound:  # the inspector's reason, which may say "kept: …" or "dropped: …" itself
+        said = f.sound.startswith(("kept", "dropped"))
+        rows.append(("sound track", f.sound if said else f"{'kept' if f.sound_kept else 'not in the prompt'}: "
+                                                          f"{f.sound}"))
+    return rows
+
+
 def _side_html(side: CompareSide) -> str:
-    s = side.setting
-    rows = [("video budget", f"seq {s.video.seq:,} · reserve {s.video.effective_reserve:,} · audio cap "
-                             f"{s.video.audio_cap:g} · k_mode {s.video.k_mode}"),
-            ("sampling", f"temperature {s.sampling.temperature:g} · max tokens {s.sampling.max_tokens:,}")]
-    if s.system_prompt is not None:
-        rows.append(("system prompt", s.system_prompt))
+    rows = turn_setting_rows(side.setting, tools=False) + _plan_rows(side)
     answer = (report_html.answer_html(side.answer, verdict=side.verdict, note=side.note) if side.answer is not None
               else '<p class="d3r-note">preview: plan only, no answer</p>' + report_html.rating_html(side.verdict,
                                                                                                      side.note))

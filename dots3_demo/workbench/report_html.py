@@ -391,8 +391,10 @@ def rating_html(verdict: Verdict | None, note: str = "") -> str:
     return f'<div class="d3r-rating">rating: {mark}{text}</div>'
 
 
-def answer_html(answer: Answer, *, title: str = "", verdict: Verdict | None = None, note: str = "") -> str:
-    """One reply: its reasoning folded in ``<details>``, its text, tool calls, figures, error and rating."""
+def answer_html(answer: Answer, *, title: str = "", verdict: Verdict | None = None, note: str = "",
+                ran_with: Sequence[tuple[str, object]] = (), ran_with_note: str = "") -> str:
+    """One reply: its reasoning folded in ``<details>``, its text, tool calls, figures, error and rating, and
+    ``ran_with``: the rows of the settings it ran with (``ran_with_note``: a line saying why there are none)."""
     parts = [f"<h3>{esc(title)}</h3>" if title else ""]
     if answer.reasoning:
         parts.append(f"<details><summary>reasoning ({len(answer.reasoning):,} characters)</summary>"
@@ -403,5 +405,9 @@ def answer_html(answer: Answer, *, title: str = "", verdict: Verdict | None = No
     if answer.error:
         parts.append(f'<div class="d3r-error">⚠ {esc(answer.error)}</div>')
     parts.append(stats_html(answer.stats, answer.finish_reason))
+    if ran_with:
+        parts.append(f'<details class="d3r-ran-with" open><summary>ran with</summary>{facts_html(ran_with)}</details>')
+    elif ran_with_note:
+        parts.append(f'<div class="d3r-note">ran with: {esc(ran_with_note)}</div>')
     parts.append(rating_html(verdict, note))
     return f'<div class="d3r-answer">{"".join(parts)}</div>'

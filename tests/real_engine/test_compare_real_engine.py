@@ -1,5 +1,6 @@
 """Compare against vLLM's real ``AsyncLLM`` (CPU build, tiny random-weight model), in Chromium: one studio
-(``app.py --engine inprocess``) answers A and B at once, twice, with "temperature 0 vs 0.8".
+(``app.py --engine inprocess``) answers A and B at once, twice, with "temperature 0 vs 0.8"; round 1 then reads
+again.
 
 Random weights make the words meaningless, so the test checks that both columns finish with the engine's own
 figures, that greedy A gives the same answer twice, and that the engine holds no request afterwards.
@@ -60,5 +61,14 @@ def test_a_compare_round_against_the_real_engine(chromium, studio):
                 break
             time.sleep(0.1)
         assert servers.engine_requests(studio) == 0
+        # round 1 reads again: its answers and the engine's figures, as they were
+        page.locator("#compare-round-pick input").click()
+        page.get_by_role("option", name="round 1 · Say something about the weather. · not judged").click()
+        wait_text(page, "#compare-status", "Round 1 of 2", studio=studio)
+        shown = (page.locator("#compare-answer-a").inner_text(), page.locator("#compare-answer-b").inner_text())
+        assert shown == first
+        for side in "ab":
+            line = page.locator(f"#compare-figures-{side}").inner_text()
+            assert "finish" in line and "TTFT" in line and "prompt" in line, line
     finally:
         context.close()

@@ -23,7 +23,7 @@ from dots3_demo.ui import build_interface, chat, layout, session_files
 from dots3_demo.ui.app import IMPORT_OUTPUTS
 from dots3_demo.ui.state import StudioState, new_session
 from dots3_demo.workbench.compare import CompareSession, new_compare_session
-from dots3_demo.workbench.records import CompareRound, CompareSetting, CompareSide, ReplyRating
+from dots3_demo.workbench.records import CompareRound, CompareSide, ReplyRating, TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_chat import TOOL_SCRIPT
 
@@ -102,8 +102,8 @@ def session(engine, studio, settings):
 @pytest.fixture(scope="module")
 def compared(session) -> CompareSession:
     """One compare round of the browser session (compare's own State), judged."""
-    side = CompareSide("A", CompareSetting(BUDGET, SamplingSettings(temperature=0.0)), verdict="up")
-    other = CompareSide("B", CompareSetting(replace(BUDGET, seq=4096), SamplingSettings()))
+    side = CompareSide("A", TurnSetting(BUDGET, SamplingSettings(temperature=0.0)), verdict="up")
+    other = CompareSide("B", TurnSetting(replace(BUDGET, seq=4096), SamplingSettings()))
     round_ = CompareRound(question="weather?", media=session.media[:1], a=side, b=other, preset="half the budget",
                           preference="A")
     return CompareSession(session_id="compare-1", rounds=(round_,))

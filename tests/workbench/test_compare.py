@@ -15,7 +15,7 @@ from dots3_demo.ui import handlers
 from dots3_demo.ui.state import StudioState, initial_state
 from dots3_demo.workbench import compare
 from dots3_demo.workbench.compare import CompareSession, ReadSetting, new_compare_session
-from dots3_demo.workbench.records import CompareSetting
+from dots3_demo.workbench.records import TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.workbench.stopping import stop_and_wait_for_aborts
 
@@ -183,6 +183,11 @@ def test_both_sides_stream_at_once_each_under_its_setting(profile, studio):
     assert (round_.a.answer.text, round_.b.answer.text) == tuple(texts)
     assert round_.a.answer.finish_reason == round_.b.answer.finish_reason == "stop"
     assert round_.a.answer.stats.ttft_s == 0.25 and round_.b.answer.stats.prompt.total == 16
+    # each answer keeps the setting it ran with; each side keeps its own plan (its numbers and media)
+    assert (round_.a.answer.setting, round_.b.answer.setting) == (a.setting, b.setting)
+    assert (round_.a.plan, round_.b.plan) == (final.plans[0].figures, final.plans[1].figures)
+    assert round_.b.plan.seq == SEQ // 2 and round_.a.plan.frames > 0 and round_.b.plan.image > 0
+    assert (round_.a.plan_media, round_.b.plan_media) == (final.plans[0].media, final.plans[1].media)
     by_system = {call["conversations"][0][0]["content"]: call["prompt_extras"]["mm_processor_kwargs"]
                  for call in double.renderer.calls}
     assert by_system["Answer as alpha"] == a.setting.video.mm_processor_kwargs(max_new_tokens=256)
@@ -286,8 +291,15 @@ def test_ratings_are_stored_in_the_last_round_and_an_unjudged_preview_is_a_draft
     assert third.rounds[0] == last
     cleared, _ = compare.prefer(third, None)
     assert cleared.last.preference is None and isinstance(cleared, CompareSession)
+    # a round read again takes ratings too: round 1 (index 0), the last left as it was
+    late, message = compare.rate_side(cleared, "A", "down", " on second thought ", at=0)
+    late, _ = compare.prefer(late, "B", at=0)
+    assert message == "" and late.rounds[1] == cleared.rounds[1]
+    assert (late.rounds[0].a.verdict, late.rounds[0].a.note, late.rounds[0].preference) == (
+        "down", "on second thought", "B")
+    assert compare.rate_side(late, "A", "up", "", at=5) == (late, compare.NO_ROUND)
 
 
 def test_compare_setting_is_the_records_shape():
     read = setting()
-    assert isinstance(read.setting, CompareSetting) and read.setting.sampling.max_tokens == 256
+    assert isinstance(read.setting, TurnSetting) and read.setting.sampling.max_tokens == 256

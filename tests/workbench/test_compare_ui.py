@@ -71,7 +71,7 @@ def test_wiring(demo):
     assert [b.elem_id for b in run.outputs if getattr(b, "elem_id", None)] == [
         "compare-status", "compare-rounds", "compare-diff", "compare-plan-a", "compare-plan-b", "compare-answer-a",
         "compare-answer-b", "compare-figures-a", "compare-figures-b", "compare-verdict-a", "compare-verdict-b",
-        "compare-note-a", "compare-note-b", "compare-preference"]
+        "compare-note-a", "compare-note-b", "compare-preference", "compare-round-pick"]
     names = [b.elem_id for b in run.inputs if getattr(b, "elem_id", None)]
     assert names[:2] == ["compare-question", "compare-preset"]
     assert names[2:] == [f"compare-{k}-{n}" for k in "ab" for n in (
@@ -176,17 +176,18 @@ def test_stop_aborts_both_and_settle_says_so(demo, profile, studio):
     assert settled["answer_a"][-1]["metadata"]["title"] == "⏹ Stopped" and "w0 w1 w2" in str(settled["answer_a"])
     assert settled["figures_b"].startswith("⏹ stopped · ")
     locks = outputs[len(CompareStream.names()):]
-    assert [getattr(u, "interactive", None) for u in locks] == [False, True, True, True, True, True, True]
+    assert [getattr(u, "interactive", None) for u in locks] == [False, True, True, True, True, True, True, True]
 
 
 def test_ratings_through_the_page(profile, studio):
-    session, status, rounds = compare_ui.on_rate("A", compare.new_compare_session(), "up", "good")
+    session, status, rounds, _ = compare_ui.on_rate("A", compare.new_compare_session(), None, "up", "good")
     assert session.rounds == () and status == compare.NO_ROUND
     view = asyncio.run(compare.preview_round(profile, studio, session, "q", *compare_ui._split(
         [*side(SEQ), *side(SEQ // 2)])))
-    session, status, rounds = compare_ui.on_rate("B", view.session, "down", " blurry ")
-    session, _, _ = compare_ui.on_rate("A", session, "up", "")
-    session, status, rounds = compare_ui.on_prefer(session, "tie")
+    session, status, rounds, _ = compare_ui.on_rate("B", view.session, 0, "down", " blurry ")
+    session, _, _, _ = compare_ui.on_rate("A", session, 0, "up", "")
+    session, status, rounds, picker = compare_ui.on_prefer(session, 0, "tie")
+    assert picker.choices == [("round 1 · q · preview · tie", 0)] and picker.value == 0
     last = session.last
     assert (last.a.verdict, last.b.verdict, last.b.note, last.preference) == ("up", "down", "blurry", "tie")
     assert rounds == "1 round(s) in this session · 1 rated · ratings apply to the round shown"

@@ -19,7 +19,7 @@ from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat
 from dots3_demo.ui.state import MediaItem, StudioState, new_session
 from dots3_demo.workbench import record as rec
-from dots3_demo.workbench.records import Answer, CompareRound, CompareSetting, CompareSide, ReplyRating
+from dots3_demo.workbench.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.workbench.conftest import SETTINGS
 from tests.workbench.htmlcheck import assert_inert
@@ -75,9 +75,9 @@ def session(studio, settings):
 @pytest.fixture(scope="module")
 def compare_round(studio, session) -> CompareRound:
     video = session.media[0]
-    a = CompareSide("A", CompareSetting(SETTINGS, SamplingSettings(temperature=0.0)),
+    a = CompareSide("A", TurnSetting(SETTINGS, SamplingSettings(temperature=0.0)),
                     Answer(text="A says sunny", finish_reason="stop"), verdict="up")
-    b = CompareSide("B", CompareSetting(replace(SETTINGS, seq=4096), SamplingSettings(), system_prompt="Terse."),
+    b = CompareSide("B", TurnSetting(replace(SETTINGS, seq=4096), SamplingSettings(), system_prompt="Terse."),
                     None, note="plan only")
     return CompareRound(question="weather?", media=(video,), a=a, b=b, preset="half the budget", preference="A")
 

@@ -161,9 +161,10 @@ def _with(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("change", "match"), [
-    ({"version": 2}, r"^this session file has format version 2, written by a newer Dots3 Studio; this studio "
-                     r"reads version 1$"),
-    ({"version": "1"}, r'format version "1"; this studio reads version 1'),
+    ({"version": 3}, r"^this session file has format version 3, written by a newer Dots3 Studio; this studio "
+                     r"reads versions 1 and 2$"),
+    ({"version": "1"}, r'format version "1"; this studio reads versions 1 and 2'),
+    ({"version": 0}, r"^this session file has format version 0; this studio reads versions 1 and 2$"),
     ({"version": None}, r"^session.json has no format version"),
     ({"format": "something-else"}, r"is not a Dots3 Studio session"),
     ({"surprise": 1}, r"^session.json is not a valid session: session.json: unknown field 'surprise'$"),
