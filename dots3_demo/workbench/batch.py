@@ -663,8 +663,8 @@ def eval_media_advice(refused: MediaRefused) -> str:
                 "sound track): split the item, the video in one, the images/audio in another")
     if refused.allowed == 0:
         return (f"this engine takes no {refused.modality} input (it runs text only, or was started with "
-                f"--language-model-only or a {refused.modality} limit of 0 in --limit-mm-per-prompt), and the "
-                f"item holds {refused.count}: drop the item's media, or serve a multimodal model")
+                f"--language-model-only, or its --limit-mm-per-prompt allows no {refused.modality}), and the item "
+                f"holds {refused.count}: drop the item's media, or serve a multimodal model")
     return (f"this engine accepts at most {refused.allowed} {refused.modality} item(s) per request "
             f"(--limit-mm-per-prompt), the item holds {refused.count}: split the item, or raise the limit")
 
@@ -762,7 +762,8 @@ def merge(entries: Sequence[SetEntry], new: dict[int, EvalResult], earlier: Sequ
           replace_answers: bool = False) -> Merged:
     """This run's results (by line) with the earlier ones (by id): a new result replaces the earlier one of
     its key, except that a new error never replaces an earlier answer (unless ``replace_answers``): the answer
-    stays, with the error in its ``kept_over``. An item not run (interrupted) and never run before has no row."""
+    stays, with the error in its ``kept_over``. The same error again is no change. An item not run (interrupted)
+    and never run before has no row."""
     by_id = {r.id: r for r in earlier if r.id is not None}
     rows: list[tuple[EvalResult, bool]] = []
     changes: list[Change] = []
@@ -776,7 +777,7 @@ def merge(entries: Sequence[SetEntry], new: dict[int, EvalResult], earlier: Sequ
                                       error=result.error))
                 continue
             rows.append((result, False))
-            if before is not None:
+            if before is not None and not (before.error is not None and before.error == result.error):
                 changes.append(Change(entry.key, entry.line, status_word(before), status_word(result), kept=False,
                                       error=result.error))
         elif before is not None and isinstance(entry, EvalItem):

@@ -22,12 +22,6 @@ def _rate(value: float | None) -> str:
     return f"{value:.1f} tok/s" if value is not None else "—"
 
 
-def status_of(result: EvalResult) -> str:
-    """A word or two for an item: error, failed, passed, answered (no checks: not counted as passed), or
-    planned (preview)."""
-    return status_word(result)
-
-
 def summary_html(run: EvalRun) -> str:
     s = run.summary
     preview = s.preview
@@ -78,7 +72,7 @@ def overview_html(rows: tuple[Row, ...]) -> str:
         prompt = stats.prompt.total if stats is not None and stats.prompt is not None else None
         checks = " ".join(("✓ " if c.found else "✗ " if c.found is False else "· ") + c.expect for c in r.checks)
         media = f"{plan_tokens(r):,}" if r.plan else "—"
-        table.append((r.key, r.line, status_of(r), ", ".join(r.tags) or "—", media,
+        table.append((r.key, r.line, status_word(r), ", ".join(r.tags) or "—", media,
                       "—" if prompt is None else f"{prompt:,}", _seconds(stats.ttft_s if stats else None),
                       _rate(stats.tokens_per_s if stats else None), checks or "—"))
     header = ("id", "line", "status", "tags", "media tokens (inspector)", "prompt tokens (engine)", "TTFT",
@@ -97,7 +91,7 @@ def checks_html(result: EvalResult) -> str:
 
 def row_html(row: Row) -> str:
     r = row.result
-    status = status_of(r)
+    status = status_word(r)
     cls = {"passed": "d3r-ok", "answered (no checks)": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad"}.get(
         status, "d3r-note")
     tags = f" · tags: {', '.join(r.tags)}" if r.tags else ""
