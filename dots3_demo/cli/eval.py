@@ -8,8 +8,10 @@ or ``--endpoint`` it runs in preview mode: the plans only, ``answer: null``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,16 +25,20 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
-    "expect, seq, output_reserve, max_new_tokens, audio_cap, k_mode, sampling, tools; media paths are relative "
-    "to the set file's folder) is planned by the inspector (each media file exactly as `app.py inspect --json` "
-    "prints it for that budget) and, with an engine, answered through the chat's request; an item's expect "
-    "strings are looked for in its answer (text and tool calls), case-insensitively. Writes DIR/results.jsonl "
-    "(one object per item, in the set's order) and DIR/report.html (one page, no script: the frames the model "
-    "saw, the plans, the answers, the checks). Without --engine inprocess or --endpoint it runs in preview "
-    "mode: the plans only, answer null. Requests run in parallel up to the engine's capacity (--max-num-seqs "
-    "in-process). A rerun with the same --out skips the items already done; Ctrl-C keeps what finished and "
-    "aborts the requests in flight. Exit status: 0 every item ran, 1 an expect string was not found, 2 an "
-    "item had an error (or the command could not run), 130 interrupted."
+    "expect, seq, output_reserve, max_new_tokens, audio_cap, k_mode, sampling, tools, tags; an unknown key is "
+    "that line's error; media paths are relative to the set file's folder) is planned by the inspector (each "
+    "media file exactly as `app.py inspect --json` prints it for that budget) and, with an engine, answered "
+    "through the chat's request; an item's expect strings are looked for in its answer (text and tool calls), "
+    "case-insensitively; an item without expect strings counts as answered without checks, not as passed. "
+    "Writes DIR/results.jsonl (one object per item, in the set's order, keyed by id, or by line for a line "
+    "without an id of its own), DIR/run.json (each run's settings: engine flags, model, vLLM version, start, "
+    "duration) and DIR/report.html (one page, no script: the frames the model saw, the plans, the answers, the "
+    "checks). Without --engine inprocess or --endpoint it runs in preview mode: the plans only, answer null. "
+    "Requests run in parallel up to the engine's capacity (--max-num-seqs in-process). A rerun with the same "
+    "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
+    "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
+    "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an expect string "
+    "was not found, 2 an item had an error (or the command could not run), 130 interrupted."
 )
 
 
@@ -58,6 +64,9 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     group.add_argument("--k-mode", default="eval_ek", choices=K_MODES, help="audio/frame interleaving")
     group.add_argument("--inspect-workers", type=count, default=default_workers(), metavar="N",
                        help="how many items are planned at once (default: one per usable core, as the studio)")
+    group.add_argument("--replace-answers", action="store_true",
+                       help="let this run's error for an id replace that id's earlier answer in --out (default: "
+                       "the answer is kept, and the run says so)")
     add_engine_cli_args(parser, help_only=asks_for_help_only(list(argv)))
     return parser
 
@@ -83,19 +92,53 @@ def summary_lines(run: EvalRun) -> list[str]:
         outcome = f"{s.ran} of {s.items} items planned (preview: nothing answered), {s.errors} with an error"
     else:
         outcome = f"{s.ran} of {s.items} items ran: {s.passed} passed, {s.failed} failed, {s.errors} errors"
+        if s.unchecked:
+            outcome += f", {s.unchecked} answered without checks (no expect strings: not counted as passed)"
     lines = [
         f"eval: {outcome}; media tokens (inspector) {s.media_tokens:,}",
         f"eval: median TTFT {_seconds(s.median_ttft_s)}, median tokens/s "
         + (f"{s.median_tokens_per_s:.1f}" if s.median_tokens_per_s is not None else "—"),
         f"eval: results {run.results_path} · report {run.report_path}",
     ]
+    if s.earlier:
+        lines.append(f"eval: {s.earlier} of these result(s) come from earlier runs into {run.results_path.parent}")
+    for change in run.changes:
+        if change.kept:
+            lines.append(f"eval: kept the earlier answer of {change.key} (line {change.line}, {change.before}); this "
+                         f"run's error did not replace it (--replace-answers to replace it): {change.error}")
+        else:
+            lines.append(f"eval: replaced the earlier result of {change.key} (line {change.line}): "
+                         f"{change.before} → {change.after}")
     if run.kept_elsewhere:
         lines.append(f"eval: {run.kept_elsewhere} result(s) of ids no longer in the set are kept at the end of "
                      f"{run.results_path.name}")
     if run.unreadable:
         lines.append(f"eval: {run.unreadable} line(s) of the earlier {run.results_path.name} could not be read; "
                      "their items ran again")
+    if run.record is not None:
+        lines.append(f"eval: run {run.record.run}: its settings are in {run.results_path.parent / 'run.json'}")
     return lines
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While the run lasts, file descriptor 1 is stderr's: vLLM's log lines (this process's and those of the
+    engine processes it starts, which inherit the descriptor) reach the terminal on stderr, and stdout gets
+    only the summary printed after it."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all
+        yield
+        return
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def main_eval(argv: Sequence[str]) -> int:
@@ -119,11 +162,13 @@ def main_eval(argv: Sequence[str]) -> int:
         return EXIT_ITEM_ERROR
     settings = BatchSettings(set_path=set_path, out_dir=Path(ns.out), profile=profile, seq=ns.seq,
                              output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
-                             inspect_workers=ns.inspect_workers)
-    engine = build_engine(ns)
+                             inspect_workers=ns.inspect_workers, replace_answers=ns.replace_answers,
+                             argv=tuple(argv))
     progress = Progress(sys.stderr)
     try:
-        run = asyncio.run(_run(settings, engine, progress))
+        with stdout_to_stderr():
+            engine = build_engine(ns)
+            run = asyncio.run(_run(settings, engine, progress))
     except KeyboardInterrupt:
         progress.end_line()
         print(f"eval: interrupted: the items that finished are in {settings.out_dir / 'results.jsonl'} (and "

@@ -79,37 +79,53 @@ def count_media(messages: list[dict[str, Any]]) -> MediaSummary:
     return summary
 
 
+class MediaRefused(TurnRejected):
+    """What :func:`check_media_limits` refuses, with the facts a mode words its own advice from: ``reason``
+    "videos" (more than one video), "mixed" (a video with images or audio) or "limit" (more ``modality``
+    items, ``count``, than the engine takes, ``allowed``). The message is the chat's."""
+
+    def __init__(self, message: str, *, reason: str, modality: str = "video", count: int = 0,
+                 allowed: int = 0) -> None:
+        super().__init__(message)
+        self.reason, self.modality, self.count, self.allowed = reason, modality, count, allowed
+
+
 def check_media_limits(messages: list[dict[str, Any]], limits: dict[str, int] | None) -> MediaSummary:
-    """Refuse what vLLM's Dots processor would refuse, with a message a user understands.
+    """Refuse what vLLM's Dots processor would refuse, with a message a user understands
+    (:class:`MediaRefused`, worded for the chat).
 
     The whole conversation is one prompt, so media in earlier turns count too.
     """
     summary = count_media(messages)
     if summary.video > 1:
-        raise TurnRejected(
+        raise MediaRefused(
             f"The conversation holds {summary.video} videos; dots3_note takes one video per "
-            "request. Start a new chat (or remove the earlier video) to ask about another one."
+            "request. Start a new chat (or remove the earlier video) to ask about another one.",
+            reason="videos", count=summary.video, allowed=1,
         )
     if summary.video and (summary.image or summary.audio):
-        raise TurnRejected(
+        raise MediaRefused(
             "dots3_note cannot mix a video with images or audio in one request (the video "
             "already carries its own sound track). Start a new chat for the video, or send the "
-            "images/audio without it."
+            "images/audio without it.",
+            reason="mixed",
         )
     for modality in ("image", "audio", "video"):
         count = getattr(summary, modality)
         if limits is not None and count > limits.get(modality, 0):
             allowed = limits.get(modality, 0)
             if allowed == 0:
-                raise TurnRejected(
+                raise MediaRefused(
                     f"This engine takes no {modality} input (it runs text only, or was started with "
                     f"--language-model-only or a {modality} limit of 0 in --limit-mm-per-prompt), and the "
                     f"conversation holds {count}. The upload panels still show what the model would see; "
-                    "clear them and start a new chat to go on in text."
+                    "clear them and start a new chat to go on in text.",
+                    reason="limit", modality=modality, count=count, allowed=0,
                 )
-            raise TurnRejected(
+            raise MediaRefused(
                 f"This engine accepts at most {allowed} {modality} item(s) per request "
-                f"(limit_mm_per_prompt), the conversation holds {count}."
+                f"(limit_mm_per_prompt), the conversation holds {count}.",
+                reason="limit", modality=modality, count=count, allowed=allowed,
             )
     return summary
 

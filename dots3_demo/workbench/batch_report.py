@@ -1,6 +1,7 @@
 """``DIR/report.html`` of a batch evaluation: one self-contained page (no script, opens offline).
 
-At the top the summary (items, passed, failed, errors, median TTFT and tokens/s) and, in preview mode, a
+At the top the summary (items, passed, answered without checks, failed, errors, median TTFT and tokens/s,
+the run's engine, vLLM version and duration, what a rerun kept and replaced) and, in preview mode, a
 banner saying no model answered; then an overview table; then a row per item: the frames the model saw
 with their timestamps (or the image), each media file's token plan, the answer with its folded reasoning,
 tool calls and figures, the checks and the error. Every block is ``workbench.report_html``'s (escaped text,
@@ -10,7 +11,7 @@ tool calls and figures, the checks and the error. Every block is ``workbench.rep
 from __future__ import annotations
 
 from dots3_demo.workbench import report_html as rh
-from dots3_demo.workbench.batch import PREVIEW_NOTE, EvalResult, EvalRun, Row, plan_tokens
+from dots3_demo.workbench.batch import PREVIEW_NOTE, EvalResult, EvalRun, Row, plan_tokens, status_word
 
 
 def _seconds(value: float | None) -> str:
@@ -21,30 +22,29 @@ def _rate(value: float | None) -> str:
     return f"{value:.1f} tok/s" if value is not None else "—"
 
 
-def status_of(result: EvalResult) -> str:
-    """A word or two for an item: error, failed, passed, answered (no expect strings: counted as passed), or
-    planned (preview)."""
-    if result.error is not None:
-        return "error"
-    if result.answer is None:
-        return "planned"
-    if result.failed_checks:
-        return "failed"
-    return "passed" if result.checks else "answered (no checks)"
-
-
 def summary_html(run: EvalRun) -> str:
     s = run.summary
     preview = s.preview
+    record = run.record
+    engine = record.engine if record is not None else None
     rows: list[tuple[str, object]] = [
         ("set", str(run.settings.set_path)),
         ("engine", run.engine or "none (preview)"),
+    ]
+    if engine is not None and engine.kind != "preview":
+        rows.append(("model · vLLM", f"{engine.model or 'not reported'} · "
+                                     f"{engine.vllm_version or 'version not reported'}"))
+    if record is not None:
+        rows.append(("run", f"{record.run}, started {record.started}, {record.duration_s:.1f} s "
+                            "(settings in run.json)"))
+    rows += [
         ("profile", run.settings.profile.name),
         ("default video budget", f"seq {run.default_seq:,} (an item's own seq, output_reserve, max_new_tokens, "
                                  "audio_cap and k_mode win)"),
         ("items", f"{s.items:,}" + (f" ({s.not_run:,} not run: interrupted)" if s.not_run else "")),
-        ("passed", "— (preview: nothing answered)" if preview
-         else f"{s.passed:,} (every expect string found; an item without any counts as passed)"),
+        ("passed", "— (preview: nothing answered)" if preview else f"{s.passed:,} (every expect string found)"),
+        ("answered without checks", "— (preview: nothing answered)" if preview
+         else f"{s.unchecked:,} (no expect strings: answered, not counted as passed)"),
         ("failed", "— (preview: nothing answered)" if preview else f"{s.failed:,}"),
         ("errors", f"{s.errors:,}"),
         ("media tokens (inspector)", f"{s.media_tokens:,} over the items run"),
@@ -52,6 +52,15 @@ def summary_html(run: EvalRun) -> str:
         ("median tokens/s", _rate(s.median_tokens_per_s)),
         ("results", str(run.results_path)),
     ]
+    if s.earlier:
+        rows.append(("from earlier runs", f"{s.earlier:,} row(s)"))
+    kept = [c for c in run.changes if c.kept]
+    replaced = [c for c in run.changes if not c.kept]
+    if kept:
+        rows.append(("kept over this run's errors", "; ".join(f"{c.key} (line {c.line}): the earlier answer stays, "
+                                                              f"this run's error: {c.error}" for c in kept)))
+    if replaced:
+        rows.append(("replaced", "; ".join(f"{c.key}: {c.before} → {c.after}" for c in replaced)))
     return rh.facts_html(rows)
 
 
@@ -63,30 +72,36 @@ def overview_html(rows: tuple[Row, ...]) -> str:
         prompt = stats.prompt.total if stats is not None and stats.prompt is not None else None
         checks = " ".join(("✓ " if c.found else "✗ " if c.found is False else "· ") + c.expect for c in r.checks)
         media = f"{plan_tokens(r):,}" if r.plan else "—"
-        table.append((r.id or "—", r.line, status_of(r), media, "—" if prompt is None else f"{prompt:,}",
-                      _seconds(stats.ttft_s if stats else None), _rate(stats.tokens_per_s if stats else None),
-                      checks or "—"))
-    header = ("id", "line", "status", "media tokens (inspector)", "prompt tokens (engine)", "TTFT", "tokens/s",
-              "checks")
-    return rh.table_html(header, table, numeric=(1, 3, 4, 5, 6))
+        table.append((r.key, r.line, status_word(r), ", ".join(r.tags) or "—", media,
+                      "—" if prompt is None else f"{prompt:,}", _seconds(stats.ttft_s if stats else None),
+                      _rate(stats.tokens_per_s if stats else None), checks or "—"))
+    header = ("id", "line", "status", "tags", "media tokens (inspector)", "prompt tokens (engine)", "TTFT",
+              "tokens/s", "checks")
+    return rh.table_html(header, table, numeric=(1, 4, 5, 6, 7))
 
 
 def checks_html(result: EvalResult) -> str:
     if not result.checks:
         return ""
-    rows = [(c.expect, "found" if c.found else "NOT found" if c.found is False else "not checked (no answer)")
+    unchecked = "not checked (an error)" if result.error is not None else "not checked (no answer)"
+    rows = [(c.expect, "found" if c.found else "NOT found" if c.found is False else unchecked)
             for c in result.checks]
     return rh.table_html(("expect (case-insensitive)", "in the answer"), rows)
 
 
 def row_html(row: Row) -> str:
     r = row.result
-    status = status_of(r)
+    status = status_word(r)
     cls = {"passed": "d3r-ok", "answered (no checks)": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad"}.get(
         status, "d3r-note")
-    head = (f'<h3>{rh.esc(r.id or "(no id)")} <span class="{cls}">{rh.esc(status)}</span> '
-            f'<span class="d3r-note">line {r.line}{" · from an earlier run" if row.earlier else ""}</span></h3>')
+    tags = f" · tags: {', '.join(r.tags)}" if r.tags else ""
+    head = (f'<h3>{rh.esc(r.key)} <span class="{cls}">{rh.esc(status)}</span> '
+            f'<span class="d3r-note">line {r.line}{" · from an earlier run" if row.earlier else ""}'
+            f'{rh.esc(tags)}</span></h3>')
     parts = [head]
+    if r.kept_over is not None:
+        parts.append(rh.banner_html(f"this run gave an error for this id, and the earlier answer was kept (rerun "
+                                    f"with --replace-answers to replace it): {r.kept_over}"))
     if row.prompt:
         parts.append(f'<div class="d3r-user">{rh.text_html(row.prompt)}</div>')
     for index, item in enumerate(r.plan):

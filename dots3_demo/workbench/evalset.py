@@ -5,6 +5,11 @@ JSON, a missing or unknown key, a value of the wrong type, a budget vLLM would r
 ``SamplingParams`` refuses, a tools list the studio's tools parser refuses, an id used before). A bad line
 never stops the others. Blank lines are skipped.
 
+An id belongs to the first line that names it (whether that line can run or not): a later line with the same
+id is an error *without* an id (its ``key`` is its line, ``"line 3"``), so two lines never share a result.
+An unknown key stays an error (a misspelt ``expect`` would otherwise drop the checks without a word); free
+words about an item go in ``tags``.
+
 Keys of a line::
 
     id              string, unique in the set
@@ -17,6 +22,7 @@ Keys of a line::
     sampling        object of vLLM sampling parameters (optional): temperature, top_p, top_k, max_tokens,
                     seed, repetition_penalty
     tools           list of OpenAI function schemas (optional)
+    tags            list of strings (optional): free-form labels, carried into the results and the report
 
 The engine plans a video for the reply's max tokens (``TurnRequest.mm_processor_kwargs``), so
 ``max_new_tokens`` and ``sampling.max_tokens`` are one number: give either (both only if equal).
@@ -41,7 +47,7 @@ from dots3_demo.tools.schemas import json_type
 
 REQUIRED_KEYS = ("id", "media", "prompt")
 BUDGET_KEYS = ("seq", "output_reserve", "max_new_tokens", "audio_cap", "k_mode")
-KEYS = (*REQUIRED_KEYS, "system", "expect", *BUDGET_KEYS, "sampling", "tools")
+KEYS = (*REQUIRED_KEYS, "system", "expect", *BUDGET_KEYS, "sampling", "tools", "tags")
 SAMPLING_KEYS = tuple(f.name for f in dataclasses.fields(SamplingSettings))
 
 
@@ -64,19 +70,36 @@ class EvalItem:
     system: str | None = None  # None: the chat's system prompt
     expect: tuple[str, ...] = ()
     tools: tuple[dict[str, Any], ...] = field(default=(), compare=False)  # OpenAI function tools, validated
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """What the item's result is known by: its id (unique in the set)."""
+        return self.id
 
 
 @dataclass(frozen=True)
 class SetLineError:
-    """A line that cannot run: ``id`` when the line named one, ``error`` in one line."""
+    """A line that cannot run: ``id`` when the line named one first in the set, ``error`` in one line."""
 
     line: int
     error: str
     id: str | None = None
     expect: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Its id, or (no id of its own: unreadable, or a duplicate id) its line: ``"line 3"``."""
+        return self.id if self.id is not None else line_key(self.line)
 
 
 SetEntry = EvalItem | SetLineError
+
+
+def line_key(line: int) -> str:
+    """The key of a result that has no id of its own."""
+    return f"line {line}"
 
 
 @dataclass(frozen=True)
@@ -107,12 +130,13 @@ def read_set(path: Path, defaults: SetDefaults) -> tuple[SetEntry, ...]:
             if not text.strip():
                 continue
             entry = parse_line(text, number, folder, defaults)
-            if isinstance(entry, EvalItem):
-                if entry.id in seen:
-                    entry = SetLineError(number, f"duplicate id {entry.id!r} (first on line {seen[entry.id]})",
-                                         id=entry.id, expect=entry.expect)
-                else:
-                    seen[entry.id] = number
+            if entry.id is not None and entry.id in seen:
+                problem = f"duplicate id {entry.id!r} (first on line {seen[entry.id]})"
+                if isinstance(entry, SetLineError):
+                    problem = f"{problem}; {entry.error}"
+                entry = SetLineError(number, problem, expect=entry.expect, tags=entry.tags)  # keyed by its line
+            elif entry.id is not None:
+                seen[entry.id] = number
             entries.append(entry)
     return tuple(entries)
 
@@ -129,18 +153,21 @@ def parse_line(text: str, number: int, folder: str, defaults: SetDefaults) -> Se
         return SetLineError(number, f"not a JSON object: a JSON {json_type(data)}")
     item_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else None
     expect: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
     try:
         expect = _strings(data, "expect")
-        return _item(data, number, folder, defaults, expect)
+        tags = _strings(data, "tags")
+        return _item(data, number, folder, defaults, expect, tags)
     except _LineProblem as exc:
-        return SetLineError(number, str(exc), id=item_id, expect=expect)
+        return SetLineError(number, str(exc), id=item_id, expect=expect, tags=tags)
 
 
 def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
-          expect: tuple[str, ...]) -> EvalItem:
+          expect: tuple[str, ...], tags: tuple[str, ...]) -> EvalItem:
     unknown = [key for key in data if key not in KEYS]
     if unknown:
-        raise _LineProblem(f"unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(KEYS)})")
+        raise _LineProblem(f"unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(KEYS)}; free-form "
+                           "labels go in tags)")
     missing = [key for key in REQUIRED_KEYS if key not in data]
     if missing:
         raise _LineProblem(f"missing key(s) {', '.join(map(repr, missing))}")
@@ -164,7 +191,7 @@ def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
     _check_with_vllm(sampling)
     tools = _tools(data)
     return EvalItem(id=item_id, line=number, media=media, files=files, prompt=prompt, video=video,
-                    sampling=sampling, system=system, expect=expect, tools=tools)
+                    sampling=sampling, system=system, expect=expect, tools=tools, tags=tags)
 
 
 def _sampling(data: dict[str, Any], base: SamplingSettings) -> SamplingSettings:

@@ -116,3 +116,26 @@ def test_read_set_keeps_order_skips_blank_lines_and_refuses_a_second_use_of_an_i
     assert [(type(e).__name__, e.line) for e in entries] == [("EvalItem", 1), ("SetLineError", 3), ("EvalItem", 4),
                                                            ("SetLineError", 6)]
     assert entries[3].error == "duplicate id 'a' (first on line 1)"
+    # the duplicate has no id of its own: its result is keyed by its line, never by the first line's id
+    assert entries[3].id is None and entries[3].key == "line 6" and entries[0].key == "a"
+
+
+def test_an_id_belongs_to_the_first_line_that_names_it_even_a_line_that_cannot_run(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in [ok(id="a", bogus=1), ok(id="a"), ok(id="a", seq=-1)]))
+    first, second, third = read_set(path, DEFAULTS)
+    assert isinstance(first, SetLineError) and first.id == "a" and first.error.startswith("unknown key(s) 'bogus'")
+    assert isinstance(second, SetLineError) and second.id is None and second.key == "line 2"
+    assert second.error == "duplicate id 'a' (first on line 1)"
+    assert isinstance(third, SetLineError) and third.id is None and third.error.startswith(
+        "duplicate id 'a' (first on line 1); budget: ")
+
+
+def test_tags_are_free_form_strings_carried_by_the_item_and_unknown_keys_stay_errors():
+    item = parse(ok(tags=["smoke", "room 3"]))
+    assert isinstance(item, EvalItem) and item.tags == ("smoke", "room 3")
+    bad = parse(ok(tags="smoke"))
+    assert isinstance(bad, SetLineError) and bad.error.startswith("tags must be a list of strings")
+    misspelt = parse(ok(expcet=["x"], tags=["kept"]))
+    assert isinstance(misspelt, SetLineError) and "unknown key(s) 'expcet'" in misspelt.error
+    assert "free-form labels go in tags" in misspelt.error and misspelt.tags == ("kept",)
