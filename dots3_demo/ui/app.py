@@ -302,7 +302,8 @@ CLEAR_OUTPUTS = ("chatbot", "session", "tool_panel", "figures", "reply_picker", 
 
 
 def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
-    """After a chat event ends or is stopped: re-show the session and re-enable Send.
+    """After a chat event ends or is stopped: re-show the session (its figures line too: a reply stopped
+    mid-stream says ``⏹ stopped``, not ``streaming…``) and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
     cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
@@ -312,8 +313,9 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any
     if engine is None:
         return (gr.skip(),) * len(SETTLE_OUTPUTS)
     shown = current_session(session)  # a Clear during the reply wins over the reply's last step
+    # The session's figures line: a stopped reply's says so (``chat.ChatView``), a cleared chat's is empty.
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
-                             tool_panel=chat_views.tool_rows(shown), figures="" if shown is not session else gr.skip(),
+                             tool_panel=chat_views.tool_rows(shown), figures=shown.figures,
                              engine_status=chat_views.engine_status(engine))
     picker, line = _reply_picker(shown)
     held = dict(zip(layout.HeldByReply.names(), _held(True), strict=True))

@@ -211,11 +211,19 @@ class ReplyFigures(Protocol):
     def notices(self) -> tuple[str, ...]: ...
 
 
-def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "") -> str:
+STOPPED = "⏹ stopped"  # how the figures line begins for a reply stopped before its end (compare says the same)
+STOPPED_BEFORE_REPLY = f"{STOPPED} before the model answered"
+
+
+def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "",
+               stopped: bool = False) -> str:
     """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
-    inspector's for ``media``, the reply's notices and ``budget_note``."""
+    inspector's for ``media``, the reply's notices and ``budget_note``. ``stopped``: the line for the reply
+    ending where it stands (Stop, a closed tab) — it begins ``⏹ stopped`` rather than ending ``streaming…``,
+    unless the reply has in fact finished."""
     s = reply.stats
-    parts = []
+    stopped = stopped and not reply.finished
+    parts = [STOPPED] if stopped else []
     parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
     parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")
     parts.append(f"output **{_n(s.output_tokens)}** tok")
@@ -227,8 +235,9 @@ def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note
             by = "the server reports no split by modality"
         cached = f", {_n(p.cached)} cached" if p.cached else ""
         parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
-    parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
-                 ("streaming…" if not reply.finished else "finish —"))
+    if not stopped:
+        parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
+                     ("streaming…" if not reply.finished else "finish —"))
     if s.mtp:
         rate = s.mtp.get("draft_acceptance_rate")
         if rate is not None:

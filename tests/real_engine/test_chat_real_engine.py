@@ -175,10 +175,13 @@ def test_the_stop_button_aborts_a_streaming_reply(page, studio, watch):
     watch.reached(page)  # vLLM holds the request
     page.locator("#chat-stop").click()
     assert servers.wait_no_requests(studio, timeout=30) == 0
+    page.wait_for_function("() => { const t = document.querySelector('#chat-figures').innerText;"
+                           " return t.includes('finish') || t.startsWith('⏹ stopped'); }", timeout=WAIT_MS)
     stopped = figures(page)
     if "finish" in stopped:
         pytest.xfail(f"{STARVED}: {stopped}")
-    assert "streaming…" in stopped and output_tokens(stopped) < LONG, stopped  # stopped, not run to its end
+    assert stopped.startswith("⏹ stopped") and "streaming" not in stopped, stopped  # the line says so (issue 18 §3)
+    assert output_tokens(stopped) < LONG, stopped  # stopped, not run to its end
     assert "Tell me a very long story." in page.locator("#chatbot").inner_text()
     set_max_tokens(page, 32)
     send(page, "Short one now.")  # the session goes on after a stop
