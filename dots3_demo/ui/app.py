@@ -733,9 +733,14 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
                    show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
         events.append(event)
     panel.stop.click(None, None, None, cancels=events, api_visibility="private")
-    panel.clear.click(on_clear, panel.session, [panel.chatbot, panel.session, tools.panel, panel.figures,
-                                                rating.reply, rating.status, rating.note],
-                      cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
+    # Both ways the page offers to clear the chat — the Clear button and the Chatbot's own trash icon (which
+    # empties the bubbles in the browser, then sends .clear) — clear the conversation the model gets, the
+    # rating row, and a reply that still streams (ChatClears).
+    cleared = [panel.chatbot, panel.session, tools.panel, panel.figures, rating.reply, rating.status, rating.note]
+    panel.clear.click(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat",
+                      api_visibility="private", queue=False)
+    panel.chatbot.clear(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat_icon",
+                        api_visibility="private", queue=False)
     _setup_rating(panel)
     return events
 

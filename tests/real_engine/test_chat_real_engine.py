@@ -219,6 +219,29 @@ def test_regenerate_and_clear_leave_no_request(page, studio, watch):
     page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('very long answer')")
 
 
+def prompt_tokens(figures_line: str) -> int:
+    return int(figures_line.split("prompt ")[1].split(" ")[0].replace(",", ""))
+
+
+def test_the_chat_icon_clears_what_the_engine_gets(page, studio):
+    """The Chatbot's own trash icon (issue 18 §1): the same question after it costs vLLM the same prompt as the
+    first time (before the fix the engine got the whole old conversation, and the old bubbles came back)."""
+    set_max_tokens(page, 24)
+    send(page, "What is two plus two?")
+    first = wait_figures(page, "finish", studio=studio)
+    send(page, "And three plus three?")
+    second = wait_new_figures(page, first, studio)
+    assert prompt_tokens(second) > prompt_tokens(first)  # the second turn carries the first
+    page.locator("#chatbot button[aria-label='Clear']").click()
+    wait_text(page, "#rate-status", "No reply to rate yet", studio=studio)
+    send(page, "What is two plus two?")
+    again = wait_new_figures(page, second, studio)
+    assert prompt_tokens(again) == prompt_tokens(first), (first, again)
+    assert page.locator("#chatbot").inner_text().count("What is two plus two?") == 1
+    assert "three plus three" not in page.locator("#chatbot").inner_text()
+    assert servers.wait_no_requests(studio) == 0
+
+
 def test_a_prompt_over_max_model_len_is_refused_and_the_chat_goes_on(page, studio):
     set_max_tokens(page, 32)
     send(page, " ".join(f"word{i}" for i in range(MAX_MODEL_LEN)))  # ≥ 2 tokens a word: far over the context
