@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dots3_demo.engine.protocol import ChatEngine, EngineStatus, PromptTokens, SamplingSettings, ToolCall, TurnStats
+from dots3_demo.engine.stats import finish_words
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
 from dots3_demo.ui import views
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
@@ -211,6 +212,14 @@ class ReplyFigures(Protocol):
     def notices(self) -> tuple[str, ...]: ...
 
 
+def finish_md(finish_reason: str, stats: TurnStats | None) -> str:
+    """``finish `length` · **context full (2,048)**``: how a reply finished, and for ``length`` which limit it
+    ran into (``engine.stats.length_limit``), so a reply cut by the context does not look like one that
+    reached max tokens."""
+    reason, _, limit = finish_words(finish_reason, stats).partition(" · ")
+    return f"finish `{views.esc(reason)}`" + (f" · **{views.esc(limit)}**" if limit else "")
+
+
 STOPPED = "⏹ stopped"  # how the figures line begins for a reply stopped before its end (compare says the same)
 STOPPED_BEFORE_REPLY = f"{STOPPED} before the model answered"
 
@@ -236,7 +245,7 @@ def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note
         cached = f", {_n(p.cached)} cached" if p.cached else ""
         parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
     if not stopped:
-        parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
+        parts.append(finish_md(reply.finish_reason, s) if reply.finish_reason else
                      ("streaming…" if not reply.finished else "finish —"))
     if s.mtp:
         rate = s.mtp.get("draft_acceptance_rate")
@@ -327,6 +336,7 @@ def rating_md(session: ChatSession, reply: int | None) -> str:
     if rating is not None and rating.note:
         parts.append(f"note: “{views.esc(rating.note)}”")
     if number < len(session.answers):
-        finish = session.answers[number].finish_reason
-        parts.append(f"finish `{finish}`" if finish else "stopped before its end")
+        answer = session.answers[number]
+        finish = answer.finish_reason
+        parts.append(finish_md(finish, answer.stats) if finish else "stopped before its end")
     return " · ".join(parts)
