@@ -256,7 +256,7 @@ def test_the_chat_icon_clears_what_the_engine_gets(page, studio):
     assert servers.wait_no_requests(studio) == 0
 
 
-def test_a_reply_cut_by_the_context_says_so(page, studio):
+def test_a_reply_cut_by_the_context_says_so(page, studio, shots_dir):
     """A ~3,850-token prompt in the 4,096 context with max tokens 1,024 (issue 18 §6): vLLM ends the reply with
     ``length`` when prompt + output reach max model len, long before max tokens; the figures line says the
     context was full, not just ``finish length``. (A random model ends a reply early now and then: once more.)"""
@@ -274,6 +274,7 @@ def test_a_reply_cut_by_the_context_says_so(page, studio):
     assert prompt_tokens(done) + output_tokens(done) == MAX_MODEL_LEN and output_tokens(done) < 1024, done
     assert "context full" in page.locator("#rate-status").inner_text()
     assert servers.wait_no_requests(studio) == 0
+    page.locator("#chat-figures").screenshot(path=str(shots_dir / "real_engine_context_full.png"))
 
 
 def test_a_prompt_over_max_model_len_is_refused_and_the_chat_goes_on(page, studio):
