@@ -43,6 +43,14 @@ from pathlib import Path
 NOT_INSTALLED = "FFmpeg's libraries are not installed"
 INSTALL_HINT = "Install FFmpeg (apt-get install ffmpeg) and restart the studio."
 TORCHCODEC_CANNOT = "vLLM's video decoder (torchcodec) cannot read any video or decode its sound track"
+# torchcodec itself missing or broken (FFmpeg is not the cause): what to install instead.
+TORCHCODEC_NOT_INSTALLED = ("vLLM's video decoder (torchcodec) is not installed, so no video can be read and no "
+                            "sound track decoded. Install it (pip install 'torchcodec>=0.14', the build for the "
+                            "installed torch, as vLLM's requirements pin it) and restart the studio.")
+TORCHCODEC_REINSTALL = ("Reinstall torchcodec in the build for the installed torch (pip install --force-reinstall "
+                        "'torchcodec>=0.14' from the index torch came from) and restart the studio.")
+# The names FFmpeg's own libraries have in a loader's message (libavutil.so.60, libswresample.so.5 …).
+FFMPEG_LIBRARY_NAME = re.compile(r"\blib(?:av[a-z]+|sw[a-z]+|postproc)\.so")
 PYAV_CANNOT = "PyAV cannot open any audio or video file"
 
 # FFmpeg's own libraries among a torchcodec core library's dependencies.
@@ -117,6 +125,11 @@ def _package_dir(name: str) -> Path | None:
         return None
     locations = list(spec.submodule_search_locations or []) if spec else []
     return Path(locations[0]) if locations else None
+
+
+def torchcodec_installed() -> bool:
+    """Whether the ``torchcodec`` package is there at all (found, not imported)."""
+    return _package_dir("torchcodec") is not None
 
 
 def torchcodec_requirements() -> list[tuple[int, tuple[str, ...]]]:

@@ -369,7 +369,7 @@ class InProcessEngine:
         vocab = engine.renderer.get_tokenizer().get_vocab()
         sampling_params = build_sampling_params(turn)
         assembler = TurnAssembler(turn.tools, self._starts_in_reasoning)
-        stats = TurnStats(source="engine")
+        stats = TurnStats(source="engine", max_tokens=int(turn.sampling.max_tokens), max_model_len=self.max_model_len)
         started = time.monotonic()
         first_token_at: float | None = None
         finished = False

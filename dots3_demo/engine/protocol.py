@@ -117,6 +117,10 @@ class TurnStats:
     mtp: dict[str, Any] | None = None  # vLLM's spec-decode metrics (acceptance) when reported
     elapsed_s: float = 0.0
     source: str = ""  # "engine" (vLLM RequestOutput) or "server" (OpenAI usage)
+    # The two limits a ``length`` finish can be: the request's max tokens, and the engine's context
+    # (``--max-model-len``; a server's, from its ``/v1/models``). None: not known (a record made before).
+    max_tokens: int | None = None
+    max_model_len: int | None = None
 
     def snapshot(self) -> TurnStats:
         """A copy a delta can carry while the adapter keeps updating its own (both adapters use it)."""

@@ -253,7 +253,7 @@ class RemoteEngine:
         first_at: float | None = None
         splitter = ReasoningSplitter()
         calls = ToolCallAccumulator()  # the server's tool_calls deltas (its DotsToolParser's), by index
-        stats = TurnStats(source="server")
+        stats = TurnStats(source="server", max_tokens=int(turn.sampling.max_tokens), max_model_len=self._max_model_len)
         finish_reason: str | None = None
         stream, notices = await self._open(turn)
         self._streams[request_id] = stream

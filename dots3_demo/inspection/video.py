@@ -205,20 +205,31 @@ def torchcodec_problem() -> str | None:
     First the start-up check (``dots3_demo.ffmpeg``: can any FFmpeg torchcodec was built for be
     loaded?), then torchcodec itself: since 0.17 its import succeeds without FFmpeg and only
     ``torchcodec._core.ops._FFMPEG_AVAILABLE`` tells, so a missing FFmpeg would otherwise surface
-    as an unreadable file."""
+    as an unreadable file.
+
+    The advice names what is missing: torchcodec not installed → install torchcodec; a loader error naming
+    one of FFmpeg's libraries → install FFmpeg; any other failure of torchcodec's import (a build for another
+    torch, a CUDA library it links) → reinstall torchcodec."""
     if problem := ffmpeg.libraries_problem():
         return problem
+    if not ffmpeg.torchcodec_installed():
+        return ffmpeg.TORCHCODEC_NOT_INSTALLED
     try:
         from torchcodec._core import ops
         from torchcodec.decoders import AudioDecoder, VideoDecoder  # noqa: F401
         if getattr(ops, "_FFMPEG_AVAILABLE", True) is False:
             ops.load_core_libraries()  # raises, with torchcodec's own reason
     except Exception as exc:  # noqa: BLE001 - ImportError, OSError, RuntimeError all seen
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "torchcodec":
+            return ffmpeg.TORCHCODEC_NOT_INSTALLED
         first = one_line(exc) or type(exc).__name__
-        return (
-            f"vLLM's video decoder (torchcodec) cannot load FFmpeg's libraries ({first}), so it cannot "
-            f"read any video or decode its sound track. {ffmpeg.INSTALL_HINT}"
-        )
+        if ffmpeg.FFMPEG_LIBRARY_NAME.search(str(exc)):
+            return (
+                f"vLLM's video decoder (torchcodec) cannot load FFmpeg's libraries ({first}), so it cannot "
+                f"read any video or decode its sound track. {ffmpeg.INSTALL_HINT}"
+            )
+        return (f"vLLM's video decoder (torchcodec) is installed but cannot be loaded ({first}), so it cannot "
+                f"read any video or decode its sound track. {ffmpeg.TORCHCODEC_REINSTALL}")
     return None
 
 

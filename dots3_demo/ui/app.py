@@ -302,7 +302,8 @@ CLEAR_OUTPUTS = ("chatbot", "session", "tool_panel", "figures", "reply_picker", 
 
 
 def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
-    """After a chat event ends or is stopped: re-show the session and re-enable Send.
+    """After a chat event ends or is stopped: re-show the session (its figures line too: a reply stopped
+    mid-stream says ``⏹ stopped``, not ``streaming…``) and re-enable Send.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
     cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
@@ -312,8 +313,9 @@ def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any
     if engine is None:
         return (gr.skip(),) * len(SETTLE_OUTPUTS)
     shown = current_session(session)  # a Clear during the reply wins over the reply's last step
+    # The session's figures line: a stopped reply's says so (``chat.ChatView``), a cleared chat's is empty.
     step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
-                             tool_panel=chat_views.tool_rows(shown), figures="" if shown is not session else gr.skip(),
+                             tool_panel=chat_views.tool_rows(shown), figures=shown.figures,
                              engine_status=chat_views.engine_status(engine))
     picker, line = _reply_picker(shown)
     held = dict(zip(layout.HeldByReply.names(), _held(True), strict=True))
@@ -732,9 +734,14 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
                    show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
         events.append(event)
     panel.stop.click(None, None, None, cancels=events, api_visibility="private")
-    panel.clear.click(on_clear, panel.session, [panel.chatbot, panel.session, tools.panel, panel.figures,
-                                                rating.reply, rating.status, rating.note],
-                      cancels=events, api_name="clear_chat", api_visibility="private", queue=False)
+    # Both ways the page offers to clear the chat — the Clear button and the Chatbot's own trash icon (which
+    # empties the bubbles in the browser, then sends .clear) — clear the conversation the model gets, the
+    # rating row, and a reply that still streams (ChatClears).
+    cleared = [panel.chatbot, panel.session, tools.panel, panel.figures, rating.reply, rating.status, rating.note]
+    panel.clear.click(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat",
+                      api_visibility="private", queue=False)
+    panel.chatbot.clear(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat_icon",
+                        api_visibility="private", queue=False)
     _setup_rating(panel)
     return events
 

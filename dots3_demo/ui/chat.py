@@ -98,12 +98,16 @@ def _refused_settings(session: ChatSession, settings: ChatSettings) -> ChatView 
     """The session unchanged with the settings' problem, or None when the settings are usable."""
     if not settings.problem:
         return None
-    return ChatView(session, f"⚠ {views.esc(settings.problem)}", done=True)
+    return said(session, f"⚠ {views.esc(settings.problem)}")
 
 
 @dataclass(frozen=True)
 class ChatView:
-    """One UI update: the session (history inside), the figures line, the tool panel rows."""
+    """One UI update: the session (history inside), the figures line, the tool panel rows.
+
+    ``figures`` is the line to show now; the session's own ``figures`` is the line to show once the event
+    ends here — the same for the last view, and for a reply still streaming the line of that reply stopped
+    where it stands (``⏹ stopped …``), which the settle step shows after a Stop."""
 
     session: ChatSession
     figures: str
@@ -117,6 +121,11 @@ class ChatView:
     @property
     def tool_rows(self) -> list[list[str]]:
         return chat_views.tool_rows(self.session)
+
+
+def said(session: ChatSession, line: str, *, clear_input: bool = False) -> ChatView:
+    """The last view of an event that ends by saying ``line`` on the figures line (the session keeps it)."""
+    return ChatView(replace(session, figures=line), line, clear_input=clear_input, done=True)
 
 
 # ---------------------------------------------------------------- media and turns
@@ -248,7 +257,7 @@ async def send_message(engine: ChatEngine | None, studio: StudioState, session: 
         return
     media = new_media(studio, session)
     if not text and not media:
-        yield ChatView(session, "Type a message (or upload media) first.", done=True)
+        yield said(session, "Type a message (or upload media) first.")
         return
     user_message, shown = user_turn(text, media)
     sent = replace(session, messages=session.messages + (user_message,), display=session.display + tuple(shown),
@@ -263,7 +272,7 @@ async def regenerate(engine: ChatEngine | None, studio: StudioState, session: Ch
                      settings: ChatSettings) -> AsyncGenerator[ChatView, None]:
     """Re-run the last user turn (drops its reply and any tool exchange after it)."""
     if engine is None or session.regen_mark is None:
-        yield ChatView(session, "Nothing to regenerate yet.", done=True)
+        yield said(session, "Nothing to regenerate yet.")
         return
     if (refusal := _refused_settings(session, settings)) is not None:
         yield refusal
@@ -350,12 +359,12 @@ async def regenerate_from(engine: ChatEngine | None, studio: StudioState, sessio
     """Generate reply ``reply`` (0-based) again: it and everything after it are dropped (answers and
     ratings too); the conversation before it is sent as it was, with the settings of now."""
     if engine is None:
-        yield ChatView(session, "No engine attached: nothing can be generated.", done=True)
+        yield said(session, "No engine attached: nothing can be generated.")
         return
     try:
         base = regeneration_base(session, -1 if reply is None else int(reply))
     except ValueError as exc:
-        yield ChatView(session, f"⚠ {views.esc(exc)}", done=True)
+        yield said(session, f"⚠ {views.esc(exc)}")
         return
     if (refusal := _refused_settings(session, settings)) is not None:
         yield refusal
@@ -403,7 +412,7 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
     """
     waiting = pending_calls(session)
     if engine is None or not waiting:
-        yield ChatView(session, "No tool call is waiting for a result.", done=True)
+        yield said(session, "No tool call is waiting for a result.")
         return
     if (refusal := _refused_settings(session, settings)) is not None:
         yield refusal
@@ -414,7 +423,7 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
             answers[call.id] = run_example_tool(call.name, call.arguments)
     else:
         if not (result or "").strip():
-            yield ChatView(session, f"Type the result of `{waiting[0].name}` first.", done=True)
+            yield said(session, f"Type the result of `{waiting[0].name}` first.")
             return
         answers[waiting[0].id] = (result or "").strip()
     tools = tuple(t.answered(answers[t.id]) if t.id in answers else t for t in session.tools)
@@ -424,8 +433,8 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
     updated = replace(session, tools=tools, messages=messages, display=display)
     still = pending_calls(updated)
     if still:
-        yield ChatView(updated, f"Result sent for `{waiting[0].name}`; {len(still)} call(s) still waiting "
-                       "(the model continues once every call has a result).", clear_input=True, done=True)
+        yield said(updated, f"Result sent for `{waiting[0].name}`; {len(still)} call(s) still waiting "
+                   "(the model continues once every call has a result).", clear_input=True)
         return
     async with contextlib.aclosing(_stream_reply(engine, studio, updated, settings, unsent=None)) as views_:
         async for view in views_:
@@ -450,7 +459,7 @@ async def _wait_for_engine(engine: ChatEngine, sent: ChatSession,
         stage = chat_views.loading_line(engine.status) or "starting"
         waiting = f"⏳ waiting for the engine to load ({views.esc(stage)}); " \
                   "your message is sent as soon as the model is ready"
-        yield ChatView(sent, waiting, clear_input=clear_input)
+        yield ChatView(replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY), waiting, clear_input=clear_input)
 
 
 async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSession, settings: ChatSettings,
@@ -464,7 +473,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
 
     def refused(reason: str, title: str = "⚠ Not sent to the model") -> ChatView:
         kept = replace(rejected_base, display=sent.display + (chat_views.notice(reason, title),))
-        return ChatView(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None, done=True)
+        return said(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None)
 
     try:
         tools = parse_tools_json(settings.tools_json)
@@ -480,7 +489,8 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     except TurnRejected as exc:
         yield refused(str(exc))
         return
-    yield ChatView(sent, "⏳ sending…", clear_input=unsent is not None)
+    unanswered = replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY)  # what stays if stopped before the reply
+    yield ChatView(unanswered, "⏳ sending…", clear_input=unsent is not None)
     try:
         async with contextlib.aclosing(_wait_for_engine(engine, sent, unsent is not None)) as waiting:
             async for view in waiting:
@@ -501,8 +511,11 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
 
     def snapshot(error: str = "") -> ChatSession:
         """The session with the reply as it stands: its message, bubbles and calls and, once it has a message,
-        its :class:`Answer` (finish None until it finishes, so a stopped reply keeps one) and mark."""
-        shown = replace(sent, display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()))
+        its :class:`Answer` (finish None until it finishes, so a stopped reply keeps one) and mark; its figures
+        line is the reply's, stopped here (what stays after a Stop or a closed tab)."""
+        stopped = chat_views.figures_md(reply, sent.media, budget_note=note, stopped=True)
+        shown = replace(sent, display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()),
+                        figures=stopped)
         message = reply.engine_message()
         if message is None:
             return shown
@@ -521,7 +534,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
             kept = snapshot(error=" ".join(detail.split()))
             tail = "The reply above is what arrived before the error; press Regenerate to try again."
         error = {"role": "assistant", "content": f"{detail}\n\n{tail}", "metadata": {"title": title, "status": "done"}}
-        return ChatView(replace(kept, display=kept.display + (error,)), figures, done=True)
+        return said(replace(kept, display=kept.display + (error,)), figures)
 
     pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"),
                                           render_chars_per_s=float("inf"))  # only the interval asked for

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dots3_demo.engine.protocol import ChatEngine, EngineStatus, PromptTokens, SamplingSettings, ToolCall, TurnStats
+from dots3_demo.engine.stats import finish_words
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
 from dots3_demo.ui import views
 from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
@@ -211,11 +212,27 @@ class ReplyFigures(Protocol):
     def notices(self) -> tuple[str, ...]: ...
 
 
-def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "") -> str:
+def finish_md(finish_reason: str, stats: TurnStats | None) -> str:
+    """``finish `length` · **context full (2,048)**``: how a reply finished, and for ``length`` which limit it
+    ran into (``engine.stats.length_limit``), so a reply cut by the context does not look like one that
+    reached max tokens."""
+    reason, _, limit = finish_words(finish_reason, stats).partition(" · ")
+    return f"finish `{views.esc(reason)}`" + (f" · **{views.esc(limit)}**" if limit else "")
+
+
+STOPPED = "⏹ stopped"  # how the figures line begins for a reply stopped before its end (compare says the same)
+STOPPED_BEFORE_REPLY = f"{STOPPED} before the model answered"
+
+
+def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "",
+               stopped: bool = False) -> str:
     """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
-    inspector's for ``media``, the reply's notices and ``budget_note``."""
+    inspector's for ``media``, the reply's notices and ``budget_note``. ``stopped``: the line for the reply
+    ending where it stands (Stop, a closed tab) — it begins ``⏹ stopped`` rather than ending ``streaming…``,
+    unless the reply has in fact finished."""
     s = reply.stats
-    parts = []
+    stopped = stopped and not reply.finished
+    parts = [STOPPED] if stopped else []
     parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
     parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")
     parts.append(f"output **{_n(s.output_tokens)}** tok")
@@ -227,8 +244,9 @@ def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note
             by = "the server reports no split by modality"
         cached = f", {_n(p.cached)} cached" if p.cached else ""
         parts.append(f"prompt **{_n(p.total)}** ({by}{cached})")
-    parts.append(f"finish `{reply.finish_reason}`" if reply.finish_reason else
-                 ("streaming…" if not reply.finished else "finish —"))
+    if not stopped:
+        parts.append(finish_md(reply.finish_reason, s) if reply.finish_reason else
+                     ("streaming…" if not reply.finished else "finish —"))
     if s.mtp:
         rate = s.mtp.get("draft_acceptance_rate")
         if rate is not None:
@@ -318,6 +336,7 @@ def rating_md(session: ChatSession, reply: int | None) -> str:
     if rating is not None and rating.note:
         parts.append(f"note: “{views.esc(rating.note)}”")
     if number < len(session.answers):
-        finish = session.answers[number].finish_reason
-        parts.append(f"finish `{finish}`" if finish else "stopped before its end")
+        answer = session.answers[number]
+        finish = answer.finish_reason
+        parts.append(finish_md(finish, answer.stats) if finish else "stopped before its end")
     return " · ".join(parts)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dots3_demo.engine.protocol import ToolCall, TurnStats
+from dots3_demo.engine.stats import finish_words
 from dots3_demo.workbench.records import Answer, Verdict
 
 if TYPE_CHECKING:
@@ -376,7 +377,7 @@ def stats_html(stats: TurnStats | None, finish_reason: str | None = None) -> str
             parts.append(f"prompt {p.total:,} ({split}{cached})")
         if stats.source:
             parts.append(f"from the {stats.source}")
-    parts.append(f"finish {finish_reason}" if finish_reason else "finish — (stopped or failed)")
+    parts.append(f"finish {finish_words(finish_reason, stats)}" if finish_reason else "finish — (stopped or failed)")
     return f'<div class="d3r-figures">{esc(" · ".join(parts))}</div>'
 
 

@@ -141,7 +141,7 @@ def test_tool_call_reaches_the_panel_while_text_streams(page, double, shots_dir)
     page.screenshot(path=str(shots_dir / "chat_full.png"), full_page=True)
 
 
-def test_stop_ends_the_stream_and_aborts(page, double):
+def test_stop_ends_the_stream_and_aborts(page, double, shots_dir):
     _send(page, "long bravo")
     _wait_text(page, "bravo-3")
     page.locator("#chat-stop").click()
@@ -153,6 +153,13 @@ def test_stop_ends_the_stream_and_aborts(page, double):
     assert _chat_text(page) == frozen and "bravo-400" not in frozen
     assert page.locator("#chat-send").is_enabled()
     assert page.locator("#chat-panel .error").count() == 0  # no red "Error" badge after Stop
+    # the figures line says the reply was stopped, with the figures of what arrived, and no longer "streaming…"
+    page.wait_for_function("() => document.querySelector('#chat-figures').innerText.startsWith('⏹ stopped')",
+                           timeout=10_000)
+    time.sleep(0.5)
+    figures = page.locator("#chat-figures").inner_text()
+    assert "streaming" not in figures and "finish" not in figures and "output" in figures, figures
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_stopped.png"))
 
 
 def test_closing_the_tab_aborts(chromium, chat_url, double):

@@ -127,3 +127,81 @@ def test_video_inspection_refuses_clearly_without_torchcodec(clip_factory, profi
 def test_torchcodec_problem_none_when_available():
     video_mod.torchcodec_problem.cache_clear()
     assert video_mod.torchcodec_problem() is None
+
+
+# ------------------------------------------------------------------ the advice names what is missing (issue 18 §8)
+@pytest.fixture
+def torchcodec_absent(monkeypatch):
+    """torchcodec not installed (FFmpeg is: the start-up check has nothing to check without torchcodec)."""
+    import importlib.util
+
+    from dots3_demo import ffmpeg
+
+    real_find_spec, real_import = importlib.util.find_spec, builtins.__import__
+
+    def find_spec(name, *args, **kwargs):
+        return None if name.split(".")[0] == "torchcodec" else real_find_spec(name, *args, **kwargs)
+
+    def fake_import(name, *args, **kwargs):
+        if name.split(".")[0] == "torchcodec":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)
+
+    for key in [k for k in sys.modules if k.startswith("torchcodec")]:
+        monkeypatch.delitem(sys.modules, key)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(ffmpeg, "_status", None)  # checked again, as a process without torchcodec would
+    video_mod.torchcodec_problem.cache_clear()
+    yield
+    video_mod.torchcodec_problem.cache_clear()
+
+
+def test_without_torchcodec_the_advice_is_to_install_torchcodec(torchcodec_absent):
+    message = video_mod.torchcodec_problem()
+    assert message is not None and "torchcodec" in message and "is not installed" in message
+    assert "pip install 'torchcodec" in message
+    assert "apt-get install ffmpeg" not in message and "FFmpeg's libraries" not in message, message
+
+
+def test_a_video_upload_without_torchcodec_says_torchcodec_is_missing(clip_factory, profile, torchcodec_absent):
+    with pytest.raises(InspectionError, match="torchcodec\\) is not installed") as raised:
+        inspect_file(clip_factory(CLIP), profile)
+    assert "apt-get install ffmpeg" not in str(raised.value)
+
+
+def test_torchcodec_that_cannot_load_for_another_reason_is_reinstalled_not_ffmpeg(monkeypatch):
+    """A torchcodec built for another torch (PyPI's CUDA-linked wheel on a CPU torch): FFmpeg is not the cause."""
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("torchcodec"):
+            raise OSError("libtorch_cuda.so: cannot open shared object file: No such file or directory")
+        return real_import(name, *args, **kwargs)
+
+    for key in [k for k in sys.modules if k.startswith("torchcodec")]:
+        monkeypatch.delitem(sys.modules, key)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    video_mod.torchcodec_problem.cache_clear()
+    try:
+        message = video_mod.torchcodec_problem()
+    finally:
+        video_mod.torchcodec_problem.cache_clear()
+    assert message is not None and "libtorch_cuda.so" in message and "Reinstall torchcodec" in message
+    assert "apt-get install ffmpeg" not in message
+
+
+@pytest.mark.real_engine
+def test_in_a_real_environment_without_torchcodec_the_advice_is_torchcodec(cpu_python):
+    """The real-engine tier's venv has FFmpeg (the system's) and no torchcodec (scripts/cpu_engine_env.sh removes
+    PyPI's CUDA-linked build): what a video upload says there."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import importlib.util; assert importlib.util.find_spec('torchcodec') is None; "
+            "from dots3_demo.inspection.video import torchcodec_problem; print(torchcodec_problem())")
+    done = subprocess.run([cpu_python, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout.strip().splitlines()[-1]
+    assert "torchcodec) is not installed" in said and "apt-get install ffmpeg" not in said, said

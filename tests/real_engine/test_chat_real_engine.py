@@ -175,10 +175,13 @@ def test_the_stop_button_aborts_a_streaming_reply(page, studio, watch):
     watch.reached(page)  # vLLM holds the request
     page.locator("#chat-stop").click()
     assert servers.wait_no_requests(studio, timeout=30) == 0
+    page.wait_for_function("() => { const t = document.querySelector('#chat-figures').innerText;"
+                           " return t.includes('finish') || t.startsWith('⏹ stopped'); }", timeout=WAIT_MS)
     stopped = figures(page)
     if "finish" in stopped:
         pytest.xfail(f"{STARVED}: {stopped}")
-    assert "streaming…" in stopped and output_tokens(stopped) < LONG, stopped  # stopped, not run to its end
+    assert stopped.startswith("⏹ stopped") and "streaming" not in stopped, stopped  # the line says so (issue 18 §3)
+    assert output_tokens(stopped) < LONG, stopped  # stopped, not run to its end
     assert "Tell me a very long story." in page.locator("#chatbot").inner_text()
     set_max_tokens(page, 32)
     send(page, "Short one now.")  # the session goes on after a stop
@@ -214,6 +217,64 @@ def test_regenerate_and_clear_leave_no_request(page, studio, watch):
     page.locator("#chat-clear").click()
     assert servers.wait_no_requests(studio) == 0
     page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('very long answer')")
+
+
+def prompt_tokens(figures_line: str) -> int:
+    return int(figures_line.split("prompt ")[1].split(" ")[0].replace(",", ""))
+
+
+def settled_reply(page, number: int, studio) -> str:
+    """The figures line once reply ``number`` of ``number`` ended and its event settled (the rating line names
+    it, and the figures line no longer carries the event's progress timer)."""
+    wait_text(page, "#rate-status", f"reply {number} of {number}", studio=studio)
+    try:
+        page.wait_for_function("() => { const t = document.querySelector('#chat-figures').innerText.trim();"
+                               " return t.includes('finish') && !/^[0-9.]+s/.test(t)"
+                               " && !document.querySelector('#chat-send').disabled; }", timeout=WAIT_MS)
+    except Exception as exc:  # noqa: BLE001 - playwright's timeout: say what the page and the engine show
+        raise AssertionError(f"reply {number} never settled ({type(exc).__name__})\n"
+                             f"{pages.context(page, studio)}") from None
+    return figures(page).strip()
+
+
+def test_the_chat_icon_clears_what_the_engine_gets(page, studio):
+    """The Chatbot's own trash icon (issue 18 §1): the same question after it costs vLLM the same prompt as the
+    first time (before the fix the engine got the whole old conversation, and the old bubbles came back)."""
+    set_max_tokens(page, 24)
+    send(page, "What is two plus two?")
+    first = settled_reply(page, 1, studio)
+    send(page, "And three plus three?")
+    second = settled_reply(page, 2, studio)
+    assert prompt_tokens(second) > prompt_tokens(first)  # the second turn carries the first
+    page.locator("#chatbot button[aria-label='Clear']").click()
+    wait_text(page, "#rate-status", "No reply to rate yet", studio=studio)
+    send(page, "What is two plus two?")
+    again = settled_reply(page, 1, studio)
+    assert prompt_tokens(again) == prompt_tokens(first), (first, again)
+    assert page.locator("#chatbot").inner_text().count("What is two plus two?") == 1
+    assert "three plus three" not in page.locator("#chatbot").inner_text()
+    assert servers.wait_no_requests(studio) == 0
+
+
+def test_a_reply_cut_by_the_context_says_so(page, studio, shots_dir):
+    """A ~3,850-token prompt in the 4,096 context with max tokens 1,024 (issue 18 §6): vLLM ends the reply with
+    ``length`` when prompt + output reach max model len, long before max tokens; the figures line says the
+    context was full, not just ``finish length``. (A random model ends a reply early now and then: once more.)"""
+    set_max_tokens(page, 1024)
+    question = "hello " * 1280  # 3 tokens a word in the preview tokenizer
+    done = ""
+    for _attempt in (1, 2):
+        send(page, question)
+        done = settled_reply(page, 1, studio)
+        if "finish length" in done:
+            break
+        page.locator("#chat-clear").click()
+        wait_text(page, "#rate-status", "No reply to rate yet", studio=studio)
+    assert f"finish length · context full ({MAX_MODEL_LEN:,})" in done, done
+    assert prompt_tokens(done) + output_tokens(done) == MAX_MODEL_LEN and output_tokens(done) < 1024, done
+    assert "context full" in page.locator("#rate-status").inner_text()
+    assert servers.wait_no_requests(studio) == 0
+    page.locator("#chat-figures").screenshot(path=str(shots_dir / "real_engine_context_full.png"))
 
 
 def test_a_prompt_over_max_model_len_is_refused_and_the_chat_goes_on(page, studio):

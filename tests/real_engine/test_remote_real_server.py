@@ -153,3 +153,20 @@ def test_more_tokens_than_the_context_is_a_refusal_with_what_to_change(endpoint)
     assert shown["content"].startswith("The server refused this request (HTTP 400): ")
     assert "lower max tokens" in shown["content"]
     assert final.session.messages == ()  # the refused turn is not part of what the model sees next
+
+
+def test_a_reply_cut_by_the_servers_context_says_so(endpoint):
+    """~400 prompt tokens in the server's 512 context with max tokens 256 (issue 18 §6): the server lowers max
+    tokens to what the context leaves and ends the reply with ``length``; with its /v1/models max_model_len the
+    figures say the context was full. (A random model ends a reply early now and then: once more.)"""
+    final = None
+    for _attempt in (1, 2):
+        final = run(replies(endpoint, "hello " * 130, **controls(max_tokens=256)))[-1]  # 3 tokens a word
+        if final.session.answers and final.session.answers[-1].finish_reason == "length":
+            break
+    assert final is not None
+    stats = final.session.answers[-1].stats
+    assert stats is not None and stats.prompt is not None
+    assert (stats.max_model_len, stats.max_tokens) == (MAX_MODEL_LEN, 256)
+    assert stats.prompt.total + stats.output_tokens == MAX_MODEL_LEN and stats.output_tokens < 256, final.figures
+    assert f"finish `length` · **context full ({MAX_MODEL_LEN})**" in final.figures, final.figures

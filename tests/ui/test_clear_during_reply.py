@@ -83,3 +83,25 @@ def test_settle_keeps_a_conversation_that_was_not_cleared():
     assert settled["session"] is kept and settled["chatbot"] == [{"role": "user", "content": "hi"}]
     clear_session(kept)
     assert kept.stale and current_session(kept).display == ()
+
+
+def test_every_way_to_clear_the_chat_is_wired_to_the_same_clearing(profile):
+    """The "Clear chat" button and the Chatbot's own trash icon (its ``clear`` event, issue 18 §1): the same
+    handler, the same outputs (the conversation the model gets, the rating row…), and both stop every reply."""
+    from dots3_demo.ui import build_interface
+
+    demo = build_interface(profile, scripted_engine(ScriptedAsyncLLM(["x"])), seq=32768)
+    chatbot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chatbot")
+    button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chat-clear")
+    def wired(block, event: str):
+        fns = [fn for fn in demo.fns.values() if (block._id, event) in fn.targets]
+        handler = next(fn for fn in fns if not fn.is_cancel_function)
+        cancels = sorted(c for fn in fns for c in fn.cancels)
+        return handler, cancels
+
+    (icon, icon_cancels), (clear, clear_cancels) = wired(chatbot, "clear"), wired(button, "click")
+    assert icon.fn is on_clear and clear.fn is on_clear
+    assert [b._id for b in icon.outputs] == [b._id for b in clear.outputs] and len(icon.outputs) == len(CLEAR_OUTPUTS)
+    assert [b._id for b in icon.inputs] == [b._id for b in clear.inputs]
+    chat = next(fn for fn in demo.fns.values() if fn.api_name == "chat")
+    assert chat._id in icon_cancels and icon_cancels == clear_cancels  # a reply streaming is stopped by either
