@@ -557,7 +557,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         return
     except EngineUnavailable as exc:
         yield broke("⚠ The engine stopped", f"The engine is not available: {exc}",
-                    f"⚠ engine stopped: {views.esc(exc)}")
+                    f"⚠ engine unavailable: {views.esc(exc)}")
         return
     except Exception as exc:
         logger.exception("chat turn %s failed", turn.request_id)

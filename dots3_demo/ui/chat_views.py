@@ -229,9 +229,9 @@ def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note
     """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
     inspector's for ``media``, the reply's notices and ``budget_note``. ``stopped``: the line for the reply
     ending where it stands (Stop, a closed tab) — it begins ``⏹ stopped`` rather than ending ``streaming…``,
-    unless the reply has in fact finished."""
+    unless the engine had in fact finished it (it gave a finish reason)."""
     s = reply.stats
-    stopped = stopped and not reply.finished
+    stopped = stopped and not reply.finish_reason
     parts = [STOPPED] if stopped else []
     parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
     parts.append(f"**{s.tokens_per_s:.1f}** tok/s" if s.tokens_per_s else "tok/s —")

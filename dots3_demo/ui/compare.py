@@ -475,8 +475,7 @@ def figures_line(reply: SideReply, media: tuple[MediaItem, ...] = ()) -> str:
     (the panels' media with the side's inspector numbers)."""
     if reply.state in ("planned", "refused", "waiting") or reply.answer.stats is None:
         return ""
-    line = chat_views.figures_md(reply, media)
-    return ("⏹ stopped · " + line) if reply.state == "stopped" else line
+    return chat_views.figures_md(reply, media, stopped=reply.state == "stopped")
 
 
 def rounds_md(session: CompareSession | None) -> str:

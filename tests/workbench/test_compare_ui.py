@@ -175,6 +175,8 @@ def test_stop_aborts_both_and_settle_says_so(demo, profile, studio):
     assert settled["status"].startswith("⏹ Stopped")
     assert settled["answer_a"][-1]["metadata"]["title"] == "⏹ Stopped" and "w0 w1 w2" in str(settled["answer_a"])
     assert settled["figures_b"].startswith("⏹ stopped · ")
+    # one way to say it, as the chat says it: no "finish —" and no "streaming…" after Stop
+    assert "finish —" not in settled["figures_b"] and "streaming…" not in settled["figures_b"]
     locks = outputs[len(CompareStream.names()):]
     assert [getattr(u, "interactive", None) for u in locks] == [False, True, True, True, True, True, True, True]
 
