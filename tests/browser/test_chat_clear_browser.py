@@ -16,6 +16,7 @@ import pytest
 
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.browser.conftest import serve
+from tests.browser.test_chat_browser import _open, _send
 
 pytestmark = pytest.mark.browser
 
@@ -52,20 +53,11 @@ def chat_url(profile, double):
 
 @pytest.fixture
 def page(chromium, chat_url):
-    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(chat_url)
-    page.wait_for_selector("#chat-input textarea")
+    context, page = _open(chromium, chat_url)
     try:
         yield page
     finally:
         context.close()
-
-
-def _send(page, text: str) -> None:
-    page.locator("#chat-input textarea").fill(text)
-    page.locator("#chat-send").click()
 
 
 def _wait_chat(page, needle: str) -> None:
