@@ -211,7 +211,11 @@ CSS = """
 .gradio-container:has(#rate-status .d3-picked.d3-verdict-up) #rate-up,
 .gradio-container:has(#rate-status .d3-picked.d3-verdict-down) #rate-down {
   background: rgba(99,102,241,.22) !important; border-color: #6366f1 !important; box-shadow: inset 0 0 0 1px #6366f1; }
-#chatbot .d3-picked-reply { outline: 2px solid rgba(99,102,241,.75); outline-offset: 1px; border-radius: 10px; }
+#chatbot .d3-picked-reply { box-shadow: inset 3px 0 0 rgba(99,102,241,.85); background: rgba(99,102,241,.06);
+  border-radius: 4px; }
+/* media a question carries, small in its bubble: the question and its reply fit in the chat together */
+#chatbot [data-testid=user] video, #chatbot [data-testid=user] img { max-height: 160px !important;
+  width: auto !important; max-width: 100%; }
 """
 
 # Run once when the page has loaded (``launch(js=…)``); from then on, whenever the page changes (at most once a
