@@ -500,7 +500,7 @@ def build_interface(profile: Profile, engine: ChatEngine | None = None, *, seq: 
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         page = _Page(state=gr.State(state0), header=gr.HTML(header_view(profile, engine), elem_id="d3-header",
                                                             padding=False),
-                     examples_row=gr.Row(elem_id="examples-row"), **_render_body(initial, seq, engine))
+                     **_render_body(initial, seq, engine))
         with page.examples_row:  # one click fills the upload panels (their .change inspects), chat box, tools
             examples.add_examples(page.uploads.video, page.uploads.images, page.uploads.audio_file,
                                   page.chat.box, page.controls.tools_json, view_tabs=page.views.tabs)
@@ -516,7 +516,7 @@ class _Page:
 
     state: gr.State
     header: gr.HTML
-    examples_row: gr.Row
+    examples_row: gr.Row | gr.Column  # preview: a row above the panels; work: the glance's examples
     uploads: layout.UploadPanels
     views: layout.ModelViews
     chat: layout.ChatPanel
@@ -533,6 +533,7 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
     status, watch = chat_views.engine_status(engine), engine_watch_active(engine)
     max_tokens = default_max_tokens(engine)
     if engine is None:
+        examples_row: gr.Row | gr.Column = gr.Row(elem_id="examples-row")
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=300):  # inputs
                 uploads = layout.render_uploads(initial)
@@ -548,8 +549,10 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
         with gr.Row(equal_height=False, elem_id="work-row"):
             with gr.Column(scale=3, min_width=250, elem_id="uploads-column"):
                 uploads = layout.render_uploads(initial, mode="work", summary=summary)
+                quick = layout.render_quick_sampling(engine, max_tokens=max_tokens)
             with gr.Column(scale=4, min_width=330, elem_id="glance-column"):
                 glance = layout.render_glance(initial, summary)
+                examples_row = glance.examples
             with gr.Column(scale=7, min_width=480, elem_id="chat-panel"):
                 chat_panel = layout.render_conversation(engine, chat_on=chat_on, engine_status=status,
                                                         watch_engine=watch, mode="work")
@@ -557,11 +560,12 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
             with gr.Column(scale=8, min_width=560):
                 model_views = layout.render_model_views(initial, seq, summary, glance.strip)
             with gr.Column(scale=4, min_width=320, elem_id="turn-settings"):
-                controls, tools = layout.render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
+                controls, tools = layout.render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens,
+                                                              quick=quick)
     with gr.Accordion("Compare two settings (A | B)", open=False, elem_id="compare-accordion"):
         compared = compare_ui.render_compare(engine, seq=seq, max_tokens=max_tokens)
-    return dict(uploads=uploads, views=model_views, chat=chat_panel, controls=controls, tools=tools, glance=glance,
-                compare=compared)
+    return dict(examples_row=examples_row, uploads=uploads, views=model_views, chat=chat_panel, controls=controls,
+                tools=tools, glance=glance, compare=compared)
 
 
 # ---------------------------------------------------------------- wiring
@@ -725,10 +729,13 @@ def _setup_chat(page: _Page, engine: ChatEngine | None, *, pacer: StreamPacer) -
         (tools.send.click, on_tool_result, tool_in, tool_out, "tool_result", "public"),
         (tools.run.click, on_run_tool, tool_in, tool_out, "run_example_tool", "public"),
     )
+    asking = locked.copy()  # "↻ from this reply" asks first when it would drop a rating or a note (no: nothing runs)
+    asking["js"] = style.CONFIRM_REGENERATE_FROM_JS
     events = []
     for trigger, callback, inputs, outputs, name, visibility in streams:
-        event = trigger(**locked).then(partial(callback, engine, pacer), inputs, outputs.components(),
-                                       api_name=name, api_visibility=visibility, **chat_common)
+        first = asking if name == "regenerate_from" else locked
+        event = trigger(**first).then(partial(callback, engine, pacer), inputs, outputs.components(),
+                                      api_name=name, api_visibility=visibility, **chat_common)
         event.then(partial(on_chat_settle, engine), panel.session,
                    [*outputs.components(), *held, rating.reply, rating.status],
                    show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
@@ -775,8 +782,9 @@ def _setup_rating(panel: layout.ChatPanel) -> None:
     rating.down.click(on_rate_down, [session, rating.reply], api_name="rate_down", **quick)
     gr.on([rating.save_note.click, rating.note.submit], on_rate_note, [session, rating.reply, rating.note],
           api_name="rate_note", **quick)
-    rating.reply.input(on_pick_reply, [session, rating.reply], [rating.note, rating.status],
-                       api_visibility="private", queue=False, show_progress="hidden")
+    picked = rating.reply.input(on_pick_reply, [session, rating.reply], [rating.note, rating.status],
+                                api_visibility="private", queue=False, show_progress="hidden")
+    picked.then(None, js=style.SHOW_PICKED_REPLY_JS, api_visibility="private", queue=False)  # scroll the chat to it
 
 
 # Model output is rendered by the Chatbot, whose sanitizer removes anything that can run script but
@@ -797,7 +805,7 @@ QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_
 def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
     head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS, "head": head,
+    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS, "js": style.PAGE_JS, "head": head,
             "max_file_size": limits.max_file_bytes}
 
 

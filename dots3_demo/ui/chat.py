@@ -298,14 +298,6 @@ def regeneration_base(session: ChatSession, reply: int) -> ChatSession:
 
 
 MEDIA_PARTS = ("image_url", "audio_url", "video_url")  # the user-turn parts that carry a MediaItem (``user_turn``)
-NOT_A_REPLY = ("↩", "⚠")  # bubbles between replies: tool results, notices of refused turns and of errors
-
-
-def _reply_bubble(bubble: dict[str, Any]) -> bool:
-    """A bubble ``_Reply.display`` makes: its notices, thinking, text, tool calls."""
-    title = str((bubble.get("metadata") or {}).get("title", ""))
-    return bubble.get("role") == "assistant" and not title.startswith(NOT_A_REPLY)
-
 
 def _message_bubble(bubble: dict[str, Any]) -> bool:
     """A reply bubble only a reply with an engine message has: its text, or a tool call parsed whole."""
@@ -324,11 +316,11 @@ def read_reply_marks(session: ChatSession) -> tuple[SessionMark, ...] | None:
     bubbles = session.display
     at = 0
     while at < len(bubbles):
-        if not _reply_bubble(bubbles[at]):
+        if not chat_views.reply_bubble(bubbles[at]):
             at += 1
             continue
         end = at
-        while end < len(bubbles) and _reply_bubble(bubbles[end]):
+        while end < len(bubbles) and chat_views.reply_bubble(bubbles[end]):
             end += 1
         if any(_message_bubble(b) for b in bubbles[at:end]):
             starts.append(at)

@@ -12,6 +12,7 @@ page's first values and for the engine watch.
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from dataclasses import dataclass
@@ -326,7 +327,8 @@ def reply_choices(session: ChatSession) -> list[tuple[str, int]]:
 
 
 def rating_md(session: ChatSession, reply: int | None) -> str:
-    """What the rating controls say about reply ``reply``: its verdict, note and how it ended."""
+    """What the rating controls say about reply ``reply``: its verdict, note and how it ended; then, for the
+    page, ``picked_marker`` (shows nothing)."""
     if reply is None or not 0 <= int(reply) < session.reply_count:
         return "No reply to rate yet." if not session.reply_count else "Pick a reply to rate."
     number = int(reply)
@@ -339,4 +341,54 @@ def rating_md(session: ChatSession, reply: int | None) -> str:
         answer = session.answers[number]
         finish = answer.finish_reason
         parts.append(finish_md(finish, answer.stats) if finish else "stopped before its end")
-    return " · ".join(parts)
+    return " · ".join(parts) + picked_marker(session, number)
+
+
+NOT_A_REPLY = ("↩", "⚠")  # bubbles between replies: tool results, notices of refused turns and of errors
+
+
+def reply_bubble(bubble: dict[str, Any]) -> bool:
+    """A bubble a reply makes (``chat._Reply.display``): its notices, thinking, text, tool calls."""
+    title = str((bubble.get("metadata") or {}).get("title", ""))
+    return bubble.get("role") == "assistant" and not title.startswith(NOT_A_REPLY)
+
+
+def reply_bubbles(session: ChatSession, reply: int) -> range:
+    """Where reply ``reply`` is in ``session.display`` (the Chatbot's messages): the run of reply bubbles from its
+    mark on (empty when the session has no mark for it)."""
+    if not 0 <= reply < len(session.reply_marks):
+        return range(0)
+    start = end = session.reply_marks[reply][1]
+    while end < len(session.display) and reply_bubble(session.display[end]):
+        end += 1
+    return range(start, end)
+
+
+def regenerate_from_loses(session: ChatSession, reply: int) -> str:
+    """What "↻ from this reply" on reply ``reply`` would drop that the researcher wrote (ratings and notes of it
+    and the replies after it), as the question to confirm; "" when nothing rated would go."""
+    lost = [r for r in session.ratings if r.reply >= reply and (r.verdict or r.note)]
+    if not lost:
+        return ""
+    count = session.reply_count
+    dropped = f"reply {reply + 1}" if reply + 1 == count else f"replies {reply + 1}–{count}"
+    said = "; ".join(f"reply {r.reply + 1}: " + " ".join(
+        part for part in (VERDICT_MARK.get(r.verdict or "", ""), f"note “{r.note}”" if r.note else "") if part)
+        for r in lost)
+    return (f"↻ from reply {reply + 1} generates it again: {dropped} go, with the rating{'s' if len(lost) > 1 else ''} "
+            f"you gave ({said}). Generate again?")
+
+
+def picked_marker(session: ChatSession, reply: int) -> str:
+    """An empty, hidden element the page reads (``style.PAGE_JS``): the picked reply's verdict (👍/👎 show it
+    pressed: ``d3-verdict-up``), its bubbles in the chat (``d3-first-4 d3-end-6``: marked, scrolled to when
+    picked) and, as its title, what "↻ from this reply" asks to confirm. Classes and a title, because Gradio's
+    Markdown keeps those and drops ``data-`` attributes."""
+    rating = next((r for r in session.ratings if r.reply == reply), None)
+    classes = ["d3-picked", f"d3-verdict-{(rating.verdict if rating else None) or 'none'}"]
+    bubbles = reply_bubbles(session, reply)
+    if bubbles:
+        classes += [f"d3-first-{bubbles.start}", f"d3-end-{bubbles.stop}"]
+    question = regenerate_from_loses(session, reply)
+    title = f' title="{html.escape(question, quote=True)}"' if question else ""
+    return f'<span class="{" ".join(classes)}" hidden{title}></span>'

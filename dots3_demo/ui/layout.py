@@ -80,11 +80,23 @@ DETAIL_TABS: dict[str, str] = {"frames": "Frames", "budget": "Budget", "interlea
 
 @dataclass(frozen=True)
 class Glance:
-    """What the model sees at a glance (the work layout): the frame strip, the summary, the tab links."""
+    """What the model sees at a glance (the work layout): the examples (``app`` fills ``examples``), the frame
+    strip, the summary, the tab links."""
 
+    examples: gr.Column
     strip: gr.HTML
     summary: gr.HTML
     links: Mapping[str, gr.Button]  # keyed by ``DETAIL_TABS``' ids
+
+
+@dataclass(frozen=True)
+class QuickSampling:
+    """The sampling controls a researcher changes most (``ChatControls``' fields of the same names): in the
+    work layout, in the first screen (``render_quick_sampling``); in preview, in the Sampling accordion."""
+
+    temperature: gr.Slider
+    max_tokens: gr.Number
+    seed: gr.Number
 
 
 @dataclass(frozen=True)
@@ -208,12 +220,15 @@ class ToolsPanel:
 
 
 # ---------------------------------------------------------------- render
-# The two layouts (``app._render_body``). Preview (no engine): the inspector first, the chat below it.
-# Work (an engine attached): on a 1440×900 window, without scrolling, the upload panels, what the model
-# sees at a glance (``render_glance``), the question box and the latest reply; the detail tabs below, a
-# click away (the glance's tab links), next to what a turn is sent with.
-VIDEO_HEIGHT = {"preview": 210, "work": 150}
-CHATBOT_HEIGHT = {"preview": 520, "work": 372}
+# The two layouts (``app._render_body``). Preview (no engine): the examples and the inspector first, the chat
+# below it. Work (an engine attached): in the first screen of a 1440×900 or 1280×720 window, the upload panels
+# with temperature, max tokens and seed under them (``render_quick_sampling``); the examples and what the model
+# sees at a glance (``render_glance``); the conversation as tall as the window leaves room for (``style.CSS``:
+# its column ends at the window's bottom, the chat takes what the question box, figures and rating row leave),
+# with the rating row. The detail tabs below, a click away (the glance's tab links), next to the rest of what a
+# turn is sent with.
+VIDEO_HEIGHT = {"preview": 210, "work": 136}
+CHATBOT_HEIGHT = {"preview": 520, "work": 372}  # work: the least it gets (a short window scrolls)
 Mode = Literal["preview", "work"]
 
 
@@ -224,7 +239,7 @@ def render_uploads(initial: Mapping[str, Any], *, mode: Mode = "preview",
     video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=VIDEO_HEIGHT[mode],
                      elem_id="video-input")
     images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"], elem_id="images-input",
-                     height=110 if mode == "work" else None)
+                     height=64 if mode == "work" else None)
     with gr.Tabs(elem_id="audio-tabs"):
         with gr.Tab("Audio file", id="audio-file-tab", elem_id="audio-file-tab"):
             audio_file = gr.Audio(sources=["upload"], type="filepath", show_label=False, elem_id="audio-input")
@@ -248,17 +263,18 @@ def render_frame_strip(initial: Mapping[str, Any], *, visible: bool = True) -> g
 
 
 def render_glance(initial: Mapping[str, Any], summary: gr.HTML) -> Glance:
-    """What the model sees, at a glance (work layout): the frame strip (each frame vLLM samples, its
-    timestamp and tokens), ``summary`` (tokens by modality; made with ``render=False``) and one link per
-    detail tab."""
+    """What the model sees, at a glance (work layout): a place for the examples, the frame strip (each frame
+    vLLM samples, its timestamp and tokens; with nothing uploaded, what appears here), ``summary`` (tokens by
+    modality; made with ``render=False``) and one link per detail tab."""
     with gr.Column(elem_id="glance", elem_classes=["d3-glance"]):
+        examples = gr.Column(elem_id="examples-slot")
         strip = render_frame_strip(initial)
         summary.render()
         with gr.Row(elem_id="glance-links", elem_classes=["d3-links"]):
             links = {tab: gr.Button(f"{label} ↓", size="sm", variant="secondary", elem_id=f"goto-{tab}",
                                     min_width=60)
                      for tab, label in DETAIL_TABS.items()}
-    return Glance(strip=strip, summary=summary, links=links)
+    return Glance(examples=examples, strip=strip, summary=summary, links=links)
 
 
 def _plot(value: Any, elem_id: str) -> gr.Plot:
@@ -368,14 +384,14 @@ def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: in
     with gr.Row(equal_height=True, elem_id="chat-input-row"):
         box = gr.Textbox(
             show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
-            placeholder="Ask about the uploads (new uploads go with your next message)"
+            placeholder="Ask about the uploads (they go with your next message)"
             if chat_on else "Attach an engine to chat (see above)",
         )
         send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on, elem_id="chat-send")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop", interactive=chat_on)
     with gr.Row(elem_id="chat-actions", elem_classes=["d3-actions"]):
-        regenerate = gr.Button("↻ Regenerate", size="sm", elem_id="chat-regen", interactive=chat_on)
-        clear = gr.Button("Clear chat", size="sm", elem_id="chat-clear")
+        regenerate = gr.Button("↻ Regenerate", size="sm", min_width=90, elem_id="chat-regen", interactive=chat_on)
+        clear = gr.Button("Clear chat", size="sm", min_width=80, elem_id="chat-clear")
         record_buttons = _render_record_buttons()
     record = RecordPanel(**record_buttons, status=gr.Markdown("", elem_id="record-status"))
     rating = _render_rating(chat_on=chat_on)
@@ -384,15 +400,18 @@ def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: in
 
 
 def _render_rating(*, chat_on: bool) -> RatingPanel:
+    # 👍/👎 show the picked reply's verdict pressed, and picking a reply marks it in the chat and scrolls to it
+    # (``style.PAGE_JS``, from what ``chat_views.rating_md`` says); "↻ from this reply" asks first when it would
+    # drop a rating or a note (``style.CONFIRM_REGENERATE_FROM_JS``).
     with gr.Row(equal_height=True, elem_id="rating-row", elem_classes=["d3-rating"]):
-        reply = gr.Dropdown(choices=[], value=None, show_label=False, container=False, scale=3, min_width=150,
+        reply = gr.Dropdown(choices=[], value=None, show_label=False, container=False, scale=5, min_width=170,
                             elem_id="rate-reply", info=None, allow_custom_value=False)
-        up = gr.Button("👍", size="sm", scale=0, min_width=44, elem_id="rate-up")
-        down = gr.Button("👎", size="sm", scale=0, min_width=44, elem_id="rate-down")
-        note = gr.Textbox(show_label=False, container=False, scale=4, min_width=140, lines=1, max_lines=1,
-                          placeholder="a note on this reply", elem_id="rate-note")
-        save_note = gr.Button("Save note", size="sm", scale=0, min_width=76, elem_id="rate-save")
-        regenerate_from = gr.Button("↻ from this reply", size="sm", scale=0, min_width=120, interactive=chat_on,
+        up = gr.Button("👍", size="sm", scale=0, min_width=40, elem_id="rate-up")
+        down = gr.Button("👎", size="sm", scale=0, min_width=40, elem_id="rate-down")
+        note = gr.Textbox(show_label=False, container=False, scale=3, min_width=110, lines=1, max_lines=1,
+                          placeholder="note on this reply", elem_id="rate-note")
+        save_note = gr.Button("Save note", size="sm", scale=0, min_width=70, elem_id="rate-save")
+        regenerate_from = gr.Button("↻ from this reply", size="sm", scale=0, min_width=110, interactive=chat_on,
                                     elem_id="regen-from")
     status = gr.Markdown("", elem_id="rate-status")
     return RatingPanel(reply=reply, up=up, down=down, note=note, save_note=save_note, regenerate_from=regenerate_from,
@@ -400,31 +419,43 @@ def _render_rating(*, chat_on: bool) -> RatingPanel:
 
 
 def _render_record_buttons() -> dict[str, Any]:
-    export = gr.Button("⇩ Export session", size="sm", elem_id="export-session")
+    export = gr.Button("⇩ Export session", size="sm", min_width=90, elem_id="export-session")
     zip_file = gr.DownloadButton("session .zip", size="sm", visible=False, elem_id="export-zip")
     report_file = gr.DownloadButton("report .html", size="sm", visible=False, elem_id="export-html")
     import_file = gr.UploadButton("⇧ Import session", size="sm", file_types=[".zip"], file_count="single",
-                                  elem_id="import-session")
+                                  min_width=90, elem_id="import-session")
     return dict(export=export, zip_file=zip_file, report_file=report_file, import_file=import_file)
 
 
-def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool,
-                         max_tokens: int) -> tuple[ChatControls, ToolsPanel]:
-    """What a turn is sent with: the system prompt, sampling, tools; the tool calls and their results."""
+def render_quick_sampling(engine: ChatEngine | None, *, max_tokens: int) -> QuickSampling:
+    """Temperature, max tokens and seed (work layout: under the upload panels, in the first screen)."""
+    with gr.Group(elem_id="quick-sampling", elem_classes=["d3-quick"]):
+        temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature", elem_id="temperature")
+        with gr.Row():
+            max_tokens_box = gr.Number(max_tokens, label="max tokens", precision=0, minimum=1,
+                                       maximum=engine.max_model_len if engine else None, elem_id="max-tokens",
+                                       min_width=90)
+            seed = gr.Number(-1, label="seed (-1 = random)", precision=0, elem_id="seed", min_width=90)
+    return QuickSampling(temperature=temperature, max_tokens=max_tokens_box, seed=seed)
+
+
+def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens: int,
+                         quick: QuickSampling | None = None) -> tuple[ChatControls, ToolsPanel]:
+    """What a turn is sent with: the system prompt, sampling, tools; the tool calls and their results.
+    ``quick``: temperature, max tokens and seed placed elsewhere (work layout); else they open the Sampling
+    accordion."""
     system_prompt = gr.Textbox(chat.DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2, max_lines=6,
                                elem_id="system-prompt")
-    with gr.Accordion("Sampling", open=False, elem_id="sampling-accordion"):
+    title = "Sampling" if quick is None else "More sampling (top-p, top-k, repetition penalty)"
+    with gr.Accordion(title, open=False, elem_id="sampling-accordion"):
+        if quick is None:
+            quick = render_quick_sampling(engine, max_tokens=max_tokens)
         with gr.Row():
-            temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature", elem_id="temperature")
             top_p = gr.Slider(0.05, 1, value=0.95, step=0.01, label="top-p", elem_id="top-p")
-        with gr.Row():
             top_k = gr.Number(-1, label="top-k (-1 = off)", precision=0, elem_id="top-k")
-            max_tokens_box = gr.Number(max_tokens, label="max tokens", precision=0, minimum=1,
-                                       maximum=engine.max_model_len if engine else None, elem_id="max-tokens")
-        with gr.Row():
-            seed = gr.Number(-1, label="seed (-1 = random)", precision=0, elem_id="seed")
-            repetition_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
-                                           elem_id="rep-penalty")
+        repetition_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
+                                       elem_id="rep-penalty")
+    temperature, max_tokens_box, seed = quick.temperature, quick.max_tokens, quick.seed
     with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
         example = gr.Dropdown(list(chat_views.EXAMPLE_CHOICES), value=None, label="Load example tools",
                               elem_id="tool-examples")

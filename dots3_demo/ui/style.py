@@ -1,4 +1,5 @@
-"""Theme and CSS (passed to ``launch()``, as Gradio 6 wants)."""
+"""Theme, CSS and the page's script (passed to ``launch()``, as Gradio 6 wants), and the scripts two events run
+in the browser (``app._setup_chat``, ``app._setup_rating``)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ CSS = """
   border: 1px solid var(--border-color-primary); min-height: 2.2em; }
 #chat-figures:has(> div:empty), #chat-figures:not(:has(p)) { display: none !important; }
 #chat-figures p { margin: 1px 0; }
-#chat-figures code { font-size: .76rem; }
+#chat-figures code { font-size: .74rem; display: inline !important; padding: 0 3px !important; white-space: normal; }
 #chatbot .message-wrap .message { font-size: .92rem; }
 /* Model HTML keeps inline styles after Gradio's sanitizer: keep position:fixed overlays inside their bubble. */
 #chatbot .message-content { contain: layout paint; }
@@ -144,7 +145,13 @@ CSS = """
   white-space: nowrap; }
 /* the empty drop zones, shorter (Gradio's are 240 px tall) */
 #work-row .upload-container .wrap { min-height: 0 !important; height: 100% !important; padding: 2px !important; }
-#work-row #audio-tabs .upload-container { height: 104px !important; min-height: 0 !important; }
+#work-row #audio-tabs .upload-container { height: 64px !important; min-height: 0 !important; }
+#work-row #audio-tabs .upload-container .icon-wrap { display: none; }
+/* short drop zones say "Drop … Here - or - Click to Upload" on one line */
+#work-row #images-input [data-testid="upload-text"], #work-row #audio-tabs [data-testid="upload-text"],
+#work-row #video-input [data-testid="upload-text"] {
+  flex-direction: row !important; flex-wrap: wrap; justify-content: center; align-items: center; gap: 0 6px;
+  font-size: .86rem !important; }
 #work-row #images-input .upload-container { padding-top: 22px; }
 #work-row #images-input .upload-container .icon-wrap { display: none; }
 
@@ -155,4 +162,139 @@ CSS = """
 #rate-status, #record-status { font-size: .78rem; color: var(--body-text-color-subdued); }
 #rate-status p, #record-status p { margin: 0; }
 #rate-status:not(:has(p)), #record-status:not(:has(p)) { display: none !important; }
+
+/* ---- the work layout's first screen (issue 18): nothing overflows, nothing overlaps */
+.d3-compact .d3-badges { min-width: 0; flex: 1 1 auto; }
+.d3-header.d3-compact { padding: 6px 14px; gap: 4px 14px; }
+.d3-compact .d3-title { font-size: 1.12rem; white-space: nowrap; }
+.d3-compact .d3-badge { font-size: .72rem; padding: 1px 8px; }
+/* the compact header keeps to one line while the window is wide: a long badge ends in "…" (its title says it all) */
+@media (min-width: 701px) {
+  .d3-header.d3-compact { flex-wrap: nowrap; }
+  .d3-compact .d3-badges { flex-wrap: nowrap; overflow: hidden; }
+  .d3-compact .d3-badge { flex: 0 1 auto; }
+}
+#examples-slot #examples .label { font-size: .78rem !important; margin-bottom: 4px !important; }
+#examples-slot #examples .gallery { gap: 4px !important; }
+#examples-slot #examples .gallery-item { font-size: .74rem !important; padding: 2px 8px !important;
+  line-height: 1.35 !important; }
+#work-row #temperature, #work-row #max-tokens, #work-row #seed { --block-label-text-size: .74rem;
+  --block-info-text-size: .74rem; --block-title-text-size: .74rem; }
+#work-row #max-tokens, #work-row #seed { padding: 6px 8px !important; }
+#work-row #max-tokens input, #work-row #seed input { padding: 4px 8px !important; }
+.d3-badge { min-width: 0; }
+@media (max-width: 700px) {
+  .d3-badge { white-space: normal; overflow-wrap: anywhere; text-align: left; }
+  .d3-header, .d3-header.d3-compact { padding: 8px 10px; }
+}
+#glance-links { flex-wrap: wrap !important; row-gap: 4px !important; }
+#glance-links button { flex: 1 1 auto !important; min-width: fit-content !important; }
+#examples-slot { gap: 4px !important; }
+#examples-slot #examples { padding: 0 !important; }
+#glance:has(#summary .d3-empty) .d3-no-video, #glance:not(:has(#summary .d3-empty)) .d3-hint,
+#glance:has(#summary .d3-empty) #summary { display: none !important; }
+#glance .d3-hint { padding: 10px 12px; border-radius: 10px; border: 1px dashed var(--border-color-primary);
+  background: var(--background-fill-secondary); font-size: .82rem; color: var(--body-text-color); }
+#glance .d3-hint b { font-weight: 650; }
+#glance .d3-hint ul { margin: 6px 0; padding-left: 18px; }
+#glance .d3-hint li { margin: 2px 0; color: var(--body-text-color-subdued); }
+#glance .d3-hint p { margin: 4px 0 0; color: var(--body-text-color-subdued); }
+.d3-quick { margin-top: 2px; }
+#uploads-column #quick-sampling input[type=number] { font-variant-numeric: tabular-nums; }
+/* a code block's label (the tools editor) never runs under its copy and download buttons */
+#tools-json [data-testid="block-label"] { max-width: calc(100% - 76px); overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap; }
+/* the reply picker: its text ends before the arrow */
+#rate-reply input { padding-right: 34px !important; text-overflow: ellipsis; overflow: hidden; white-space: nowrap; }
+@media (min-width: 701px) { #rating-row { flex-wrap: nowrap; } }
+/* the picked reply: its 👍/👎 pressed (rating_md's marker says which), its bubbles marked (PAGE_JS) */
+.gradio-container:has(#rate-status .d3-picked.d3-verdict-up) #rate-up,
+.gradio-container:has(#rate-status .d3-picked.d3-verdict-down) #rate-down {
+  background: rgba(99,102,241,.22) !important; border-color: #6366f1 !important; box-shadow: inset 0 0 0 1px #6366f1; }
+#chatbot .d3-picked-reply { box-shadow: inset 3px 0 0 rgba(99,102,241,.85); background: rgba(99,102,241,.06);
+  border-radius: 4px; }
+/* media a question carries, small in its bubble: the question and its reply fit in the chat together */
+#chatbot [data-testid=user] video, #chatbot [data-testid=user] img { max-height: 160px !important;
+  width: auto !important; max-width: 100%; }
 """
+
+# Run once when the page has loaded (``launch(js=…)``); from then on, whenever the page changes (at most once a
+# frame):
+# * the work layout's chat is as tall as the window leaves room for: the chat column (next to the upload panels)
+#   ends at the window's bottom, the Chatbot getting what the other parts of the column leave (at least
+#   240 px), so a question stays in view above a long reply and the rating row stays in the first screen;
+# * the rating row's marker (``chat_views.picked_marker``, in the rating line) shows the picked reply: its 👍/👎
+#   pressed (``aria-pressed``; the CSS above draws it) and its bubbles marked in the chat.
+# ``window.d3Studio.showPicked()`` scrolls the chat to the picked reply (``SHOW_PICKED_REPLY_JS``).
+PAGE_JS = """() => {
+  const MIN_CHAT = 240, MARGIN = 12;  // px
+  const bubbles = () => [...document.querySelectorAll('#chatbot .message-row > .role > .message > .message')];
+  const picked = () => document.querySelector('#rate-status .d3-picked');
+  const fit = () => {
+    const panel = document.getElementById('chat-panel'), chat = document.getElementById('chatbot');
+    const uploads = document.getElementById('uploads-column');
+    if (!panel || !chat || !uploads) return;
+    const top = panel.getBoundingClientRect().top + window.scrollY;
+    if (Math.abs(top - (uploads.getBoundingClientRect().top + window.scrollY)) > 2) {  // stacked: a narrow window
+      const tall = Math.max(MIN_CHAT, Math.floor(window.innerHeight * 0.62)) + 'px';
+      if (chat.style.height !== tall) chat.style.setProperty('height', tall, 'important');
+      return;
+    }
+    const rest = panel.getBoundingClientRect().height - chat.getBoundingClientRect().height;
+    const height = Math.max(MIN_CHAT, Math.floor(window.innerHeight - top - rest - MARGIN));
+    if (chat.style.height !== height + 'px') chat.style.setProperty('height', height + 'px', 'important');
+  };
+  const mark = () => {
+    const pick = picked();
+    const said = prefix => {  // the marker's class d3-<prefix>-<value>
+      const found = pick ? [...pick.classList].find(c => c.startsWith('d3-' + prefix + '-')) : undefined;
+      return found === undefined ? '' : found.slice(prefix.length + 4);
+    };
+    const verdict = said('verdict');
+    for (const [id, side] of [['rate-up', 'up'], ['rate-down', 'down']]) {
+      const button = document.getElementById(id);
+      if (button && button.getAttribute('aria-pressed') !== String(verdict === side)) {
+        button.setAttribute('aria-pressed', String(verdict === side));
+      }
+    }
+    const first = said('first') === '' ? -1 : Number(said('first'));
+    const end = said('end') === '' ? -1 : Number(said('end'));
+    bubbles().forEach((bubble, index) => {
+      const on = index >= first && index < end;
+      if (bubble.classList.contains('d3-picked-reply') !== on) bubble.classList.toggle('d3-picked-reply', on);
+    });
+  };
+  const showPicked = () => {
+    mark();
+    const bubble = document.querySelector('#chatbot .d3-picked-reply');
+    const scroller = bubble && bubble.closest('.bubble-wrap');
+    if (!scroller) return;
+    const offset = bubble.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+    scroller.scrollTo({top: scroller.scrollTop + offset - 8, behavior: 'instant'});
+  };
+  let queued = false;
+  const update = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; fit(); mark(); });
+  };
+  window.d3Studio = {showPicked};
+  new MutationObserver(update).observe(document.body, {childList: true, subtree: true, characterData: true});
+  window.addEventListener('resize', update);
+  update();
+}"""
+
+# After a reply was picked (its rating line is on the page): scroll the chat to it.
+SHOW_PICKED_REPLY_JS = """async () => {
+  await new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+  window.d3Studio?.showPicked();
+  return [];
+}"""
+
+# Before "↻ from this reply": when it would drop a rating or a note (the marker's title says what), ask; a "no"
+# stops the event before anything is sent (a throw ends an event's chain in Gradio's page).
+CONFIRM_REGENERATE_FROM_JS = """() => {
+  const question = document.querySelector('#rate-status .d3-picked')?.title;
+  if (question && !window.confirm(question)) throw new Error('kept: the researcher said no');
+  return [];
+}"""

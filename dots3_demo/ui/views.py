@@ -66,10 +66,10 @@ def header_html(profile: Profile, engine_line: str, ffmpeg_problem: str | None =
     ``compact`` (the work layout): the title and the badges on one line, without the subtitle."""
     badges = [f'<span class="d3-badge d3-profile" title="{esc(profile.path)}">profile · {esc(profile.name)}</span>']
     if profile.is_preview:
-        badges.append(f'<span class="d3-badge d3-preview">{esc(PREVIEW_BADGE)}</span>')
+        badges.append(f'<span class="d3-badge d3-preview" title="{esc(PREVIEW_BADGE)}">{esc(PREVIEW_BADGE)}</span>')
     else:
         badges.append('<span class="d3-badge d3-exact">checkpoint geometry: numbers are exact</span>')
-    badges.append(f'<span class="d3-badge d3-engine">{esc(engine_line)}</span>')
+    badges.append(f'<span class="d3-badge d3-engine" title="{esc(engine_line)}">{esc(engine_line)}</span>')
     subtitle = "" if compact else (
         '<div class="d3-sub">What vLLM\'s <code>dots3_note</code> omni model actually sees: sampled frames, '
         "patch grids, the degrade solver's token budget and the audio/frame interleave.</div>")
@@ -104,6 +104,12 @@ STRIP_THUMB_HEIGHT = 64  # px: the frame strip's pictures (twice that wide for 2
 STRIP_JPEG_QUALITY = 80
 EMPTY_STRIP = ("No video yet: the frames vLLM samples from it appear here, each with the timestamp put before "
                "it in the prompt and its tokens.")
+GLANCE_HINT = (  # what the work layout's "what the model sees" column says while nothing is uploaded
+    "<b>What the model sees appears here</b>, planned by vLLM's own code for the media you upload:"
+    "<ul><li>every frame vLLM samples from a video, with the timestamp text put before it and its tokens</li>"
+    "<li>tokens by modality (frames, sound track, images, audio) against seq and the output reserve</li>"
+    "<li>the detail tabs a click away: Frames, Budget, Interleave, Image grid, Audio mel</li></ul>"
+    "<p>Drop a video, images or audio on the left, or try one of the examples above.</p>")
 
 
 def thumbnail_uri(picture: Image.Image, height: int = STRIP_THUMB_HEIGHT) -> str:
@@ -119,7 +125,9 @@ def frame_strip_html(report: VideoReport | None, profile: Profile | None) -> str
     """Every frame the vision tower gets, small, with its timestamp text and tokens, under one line of what
     the solver chose (the numbers of ``frames_info_md`` and ``frame_caption``)."""
     if report is None or profile is None or not report.frames:
-        return f'<div class="d3-strip d3-empty">{esc(EMPTY_STRIP)}</div>'
+        # the work layout shows the hint while nothing is uploaded, the line once other media are (style.CSS)
+        return (f'<div class="d3-strip d3-empty"><div class="d3-hint" id="glance-hint">{GLANCE_HINT}</div>'
+                f'<div class="d3-no-video">{esc(EMPTY_STRIP)}</div></div>')
     s = report.solver
     ai = approx(profile, "image")
     sound = (f"sound track: {len(report.audio_segments)} segment(s), {report.audio_pad_tokens:,} tok"

@@ -228,10 +228,13 @@ def test_rate_a_reply_and_regenerate_from_an_earlier_one(page):
     assert "**" not in _status(page)  # Markdown, shown as such
 
     _pick_reply(page, "reply 1")
-    page.locator("#regen-from").click()  # reply 1 again: bravo's turn and both ratings go
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.locator("#regen-from").click()  # reply 1 again: bravo's turn and both ratings go (asked first, yes)
     _wait_chat(page, "alpha-6", absent="bravo")
     _wait_finished(page)
     page.wait_for_function("() => document.querySelector('#rate-status').innerText.includes('not rated')")
+    assert asked and "reply 1: 👍 note “counts every word”; reply 2: 👎" in asked[0]
     assert page.locator("#rate-reply input").input_value().startswith("reply 1 · alpha-1")
     page.locator("#rate-reply input").click()
     assert page.get_by_role("option").count() == 1
@@ -283,6 +286,7 @@ def test_export_then_import_into_another_session_restores_it(chromium, engine_ur
         _wait_finished(b)
         assert "Not sent to the model" not in b.locator("#chatbot").inner_text()
         _pick_reply(b, "reply 1")
+        b.once("dialog", lambda dialog: dialog.accept())  # its imported 👍 and note go: asked first
         b.locator("#regen-from").click()
         _wait_chat(b, "segments 2 and 3", absent="again-6")
         _wait_finished(b)

@@ -155,7 +155,30 @@ def test_verdicts_and_notes_by_reply(double, studio):
     assert session.ratings == ()  # sessions are values: the old one is unchanged
     labels = [label for label, _ in chat_views.reply_choices(rated)]
     assert labels == ["reply 1 · 👎 ✎ · alpha-1 alpha-2 alpha-3", "reply 2 · 👍 · bravo-1 bravo-2 bravo-3"]
-    assert chat_views.rating_md(rated, 0) == ("**reply 1** of 2 · 👎 · note: “missed the door” · finish `stop`")
+    assert chat_views.rating_md(rated, 0) == ("**reply 1** of 2 · 👎 · note: “missed the door” · finish `stop`"
+                                              + chat_views.picked_marker(rated, 0))
+
+
+def test_the_picked_replys_marker_says_its_verdict_its_bubbles_and_what_regenerating_from_it_drops(double, studio):
+    session = _conversation(double, studio, "alpha", "bravo")
+    # each reply's bubbles in the Chatbot's messages: after its question, up to the next question
+    assert [list(chat_views.reply_bubbles(session, n)) for n in (0, 1)] == [[1], [3]]
+    assert [session.display[i]["role"] for i in (0, 2)] == ["user", "user"]
+    assert chat_views.reply_bubbles(session, 2) == range(0)
+    assert chat_views.picked_marker(session, 0) == ('<span class="d3-picked d3-verdict-none d3-first-1 d3-end-2" '
+                                                    "hidden></span>")
+    rated = chat.note_reply(chat.rate_reply(session, 0, "down"), 1, 'said "six" <words>')
+    assert chat_views.regenerate_from_loses(session, 0) == ""  # nothing rated: nothing to ask
+    assert chat_views.regenerate_from_loses(rated, 1) == (
+        '↻ from reply 2 generates it again: reply 2 go, with the rating you gave (reply 2: note “said "six" <words>”). '
+        "Generate again?")
+    assert chat_views.regenerate_from_loses(rated, 0).startswith(
+        "↻ from reply 1 generates it again: replies 1–2 go, with the ratings you gave (reply 1: 👎; reply 2: note")
+    marker = chat_views.picked_marker(rated, 1)
+    assert 'class="d3-picked d3-verdict-none d3-first-3 d3-end-4"' in marker
+    assert ('title="↻ from reply 2 generates it again: reply 2 go, with the rating you gave (reply 2: note '
+            '“said &quot;six&quot; &lt;words&gt;”)') in marker  # escaped: an attribute
+    assert "d3-verdict-down" in chat_views.picked_marker(rated, 0)
 
 
 def test_a_reply_the_conversation_does_not_have_is_refused_in_plain_words(double, studio):

@@ -164,8 +164,16 @@ def test_the_work_layout_has_the_same_components_and_the_glance(profile, demo):
     preview_ids = {b.elem_id for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     links = {f"goto-{tab}" for tab in ("frames", "budget", "interleave", "images", "mel")}
     assert set(ids) - preview_ids == links | {"glance", "glance-links", "work-row", "uploads-column", "glance-column",
-                                              "chat-panel", "detail-row", "turn-settings"}
-    assert preview_ids - set(ids) == {"chat-accordion"}
+                                              "chat-panel", "detail-row", "turn-settings", "examples-slot"}
+    assert preview_ids - set(ids) == {"chat-accordion", "examples-row"}
+    # the examples sit in the glance, above what the model sees; temperature, max tokens and seed under the uploads
+    def inside(block, container) -> bool:
+        return any(child is block or inside(block, child) for child in getattr(container, "children", ()))
+
+    assert inside(_by_id(work, "examples"), _by_id(work, "examples-slot"))
+    assert all(inside(_by_id(work, i), _by_id(work, "uploads-column")) for i in ("temperature", "max-tokens", "seed"))
+    assert not inside(_by_id(work, "temperature"), _by_id(work, "sampling-accordion"))
+    assert inside(_by_id(demo, "temperature"), _by_id(demo, "sampling-accordion"))  # preview: in the accordion
     assert _by_id(demo, "frame-strip").visible is False and _by_id(work, "frame-strip").visible is True
     tabs = _by_id(work, "views")
     for tab in ("budget", "mel"):
