@@ -154,6 +154,22 @@ def ready(child: Process) -> dict:
     return child.wait_until(ok, "the studio's engine")
 
 
+def pin_engine(child: Process) -> None:
+    """Put every thread of the studio's vLLM processes (engine core, CPU worker) on the machine's last core.
+
+    On a 2-core box vLLM's CPU engine, unpinned, keeps both cores busy while it decodes: the browser and the
+    studio's own HTTP answers (``/healthz``) were seen starved for the whole of a reply. Pinned to one core,
+    a Stop clicked in Chromium took effect in 0.2 s. A test that must act during a reply calls this once the
+    engine is up (vLLM binds its OpenMP threads at start; this comes after and wins)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return
+    for proc in child.children():
+        for task in Path(f"/proc/{proc.pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread may end meanwhile
+                os.sched_setaffinity(int(task.name), {cpus[-1]})
+
+
 def engine_requests(child: Process) -> int | None:
     """Requests the studio's engine still holds (vLLM's own count, through /healthz)."""
     return get_json(child.url + "/healthz")[1].get("requests")

@@ -60,8 +60,13 @@ def test_a_stop_signal_ends_every_engine_process(cpu_python, tiny_model, logs, s
 
 
 def _frozen_mid_reply(chromium, child: servers.Process):
-    """A browser session whose reply is streaming when vLLM's engine core is frozen (SIGSTOP)."""
+    """A browser session whose reply is streaming when vLLM's engine core is frozen (SIGSTOP).
+
+    vLLM's processes are pinned to one core first (``servers.pin_engine``): unpinned, on a 2-core box, the
+    CPU engine decoded the whole reply (3,000 tokens in ~8 s) while the test's polls of /healthz went
+    unanswered (seen in CI: the count never seen at 1)."""
     servers.ready(child)
+    servers.pin_engine(child)
     context, page = open_studio(chromium, child.url)
     set_max_tokens(page, 3000)  # many seconds of streaming
     send(page, "A long reply, please.")
