@@ -39,6 +39,7 @@ def studio(cpu_python, tiny_model, logs):
     with servers.studio(cpu_python, tiny_model, logs / "studio.log", max_model_len=MAX_MODEL_LEN,
                         max_num_seqs=MAX_NUM_SEQS) as child:
         servers.ready(child)
+        servers.pin_engine(child)  # the tests act during replies: unpinned, on 2 cores, /healthz and Chromium starved
         yield child
 
 

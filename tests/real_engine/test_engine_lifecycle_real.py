@@ -66,6 +66,7 @@ def test_loading_never_freezes_the_server_and_a_killed_engine_says_so(chromium, 
             assert "engine ready" in status.inner_text()
 
             # ---- the engine-core process dies mid-stream
+            servers.pin_engine(child)  # on 2 cores, unpinned, the reply ran to its end before the kill
             set_max_tokens(page, 3000)  # many seconds of streaming
             send(page, "One more long reply, please.")
             servers.wait_requests(child, 1)
