@@ -103,7 +103,9 @@ class Process:
 
 
 @contextlib.contextmanager
-def _child(command: list[str], url: str, log: Path, env: dict[str, str] | None = None) -> Iterator[Process]:
+def launch(command: list[str], url: str, log: Path, env: dict[str, str] | None = None) -> Iterator[Process]:
+    """``command`` as a child server in a session of its own (output to ``log``), ended with its group on exit:
+    SIGTERM, then SIGKILL after 30 s."""
     handle = log.open("wb")
     process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
                                env={**os.environ, **ENGINE_ENV, **(env or {})})
@@ -134,7 +136,7 @@ def studio(python: str, model: Path, log: Path, *extra: str, max_model_len: int 
                "--load-format", "dummy",
                "--dtype", "bfloat16", "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
                "--host", "127.0.0.1", "--port", str(port), *extra]
-    with _child(command, f"http://127.0.0.1:{port}", log, env) as child:
+    with launch(command, f"http://127.0.0.1:{port}", log, env) as child:
         yield child
 
 
@@ -208,7 +210,7 @@ def vllm_server(python: str, model: Path, log: Path, *extra: str, max_model_len:
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--load-format", "dummy",
                "--dtype", "bfloat16", "--max-model-len", str(max_model_len), "--enable-auto-tool-choice",
                "--tool-call-parser", "dots", "--host", "127.0.0.1", "--port", str(port), *extra]
-    with _child(command, f"http://127.0.0.1:{port}", log) as child:
+    with launch(command, f"http://127.0.0.1:{port}", log) as child:
         child.wait_until(lambda: get_json(child.url + "/v1/models")[0] == 200, "vllm serve")
         yield child
 
