@@ -25,3 +25,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("engine-logs")
+
+
+@pytest.fixture(scope="session")
+def starved_runs() -> list[str]:
+    """Evidence of every run in this session that could not act on its reply (``abort_check.starved``)."""
+    return []

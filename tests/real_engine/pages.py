@@ -79,49 +79,71 @@ def page_state(page) -> str:
                `\\nchat (end): ${text('#chatbot').slice(-600)}`; }""")
 
 
-# A reply the test could not act on while it streamed: Chromium (no cores of its own on a 2-core box) may
-# hand control back to the test only after the whole reply was rendered. Such a run says nothing about
-# Stop or a closed tab, and is reported as an expected failure with this reason, not as a pass.
-STARVED = ("the reply ended before the test could act on it: on this 2-core box vLLM's CPU engine starved the "
-           "browser (a click handled after the reply) or the studio (no answer to /healthz while it streamed)")
+class EndedBeforeAction(Exception):
+    """The reply ended by itself before the test acted on it (the engine's time stamps say so): a random
+    model's end of sequence, or a starved browser. It says nothing about Stop, a closed tab or Clear."""
+
+    def __init__(self, ended_at: float, acted_at: float, figures: str) -> None:
+        super().__init__(f"vLLM let the request go {acted_at - ended_at:.2f} s before the test acted "
+                         f"(figures: {figures})")
+        self.figures = figures
+
+    @property
+    def end_of_sequence(self) -> bool:
+        """The model ended the reply itself (finish ``stop``): try again; anything else is a starved run."""
+        return "finish stop" in self.figures
 
 
 class EngineWatch:
     """The engine's request count, polled every 50 ms from before a message is sent (a poll started after
-    a slow click returns may begin after the reply ended)."""
+    a slow click returns may begin after the reply ended), with the time of every change."""
 
     def __init__(self, studio) -> None:
         import threading
 
         self.studio, self.most, self.now = studio, 0, 0
+        self.changes: list[tuple[float, int]] = []  # (time.monotonic(), count) each time the count changed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
     def _poll(self) -> None:
+        import time
+
         from support import servers
 
         while not self._stop.is_set():
-            self.now = servers.engine_requests(self.studio) or 0
-            self.most = max(self.most, self.now)
+            count = servers.engine_requests(self.studio) or 0
+            if not self.changes or count != self.changes[-1][1]:
+                self.changes.append((time.monotonic(), count))
+            self.now = count
+            self.most = max(self.most, count)
             self._stop.wait(0.05)
 
-    def reached(self, page, count: int = 1, timeout: float = 60, before: str = "") -> None:
-        """Wait until the engine has held ``count`` requests at once; else fail with what the page shows,
-        unless a new reply (figures other than ``before``) ran to its end unseen: then ``STARVED``."""
-        import time
+    def reset(self) -> None:
+        self.most = 0
+        self.changes = self.changes[-1:]
 
-        import pytest
+    def reached(self, page, count: int = 1, timeout: float = 60, before: str = "") -> float:
+        """Wait until the engine has held ``count`` requests at once; when it first did. Raises
+        :class:`EndedBeforeAction` when a new reply (figures other than ``before``) ran to its end unseen,
+        else fails with what the page shows."""
+        import time
 
         deadline = time.monotonic() + timeout
         while self.most < count:
             if time.monotonic() > deadline:
                 shown = page.locator("#chat-figures").inner_text()
-                if count == 1 and "finish" in shown and shown != before:  # it ran, unseen: nothing to test
-                    pytest.xfail(f"{STARVED}: {shown}")
+                if count == 1 and "finish" in shown and shown != before:
+                    raise EndedBeforeAction(self.changes[-1][0], time.monotonic(), shown)
                 raise AssertionError(f"the engine never held {count} request(s) within {timeout:.0f} s\n"
                                      f"{context(page, self.studio)}")
             time.sleep(0.05)
+        return next(t for t, n in self.changes if n >= count)
+
+    def released_after(self, held_at: float) -> float | None:
+        """When the engine next held no request after ``held_at`` (None: it still holds one)."""
+        return next((t for t, n in self.changes if t > held_at and n == 0), None)
 
     def close(self) -> None:
         self._stop.set()

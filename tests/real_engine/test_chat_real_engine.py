@@ -16,9 +16,7 @@ from tests.browser.conftest import open_studio
 from tests.engine.media import png_bytes
 from tests.real_engine import pages
 from tests.real_engine.pages import (
-    STARVED,
     WAIT_MS,
-    EngineWatch,
     add_image,
     record,
     recorded,
@@ -83,25 +81,8 @@ def wait_new_figures(page, before: str, studio) -> str:
     return figures(page)
 
 
-# The two Gradio-client tests run first: after a Chromium test in this module their jobs were seen not
-# to reach the engine within 60 s on this box (not understood yet; run first, and alone, they pass).
-def test_stop_aborts_the_engine_request(studio):
-    """Stop cancels the chat event (what the button does, through Gradio's queue; a gradio_client job here,
-    because a browser re-rendering a 3,000-token random reply may handle a click seconds late)."""
-    from gradio_client import Client
-
-    client = Client(studio.url, verbose=False)
-    try:
-        job = client.submit("Tell me a long story.", *chat_controls(max_tokens=LONG), api_name="/chat")
-        servers.wait_requests(studio, 1)  # vLLM holds the request: the reply is streaming
-        job.cancel()
-        assert servers.wait_no_requests(studio, timeout=10) == 0  # far sooner than 3,000 tokens take
-        outputs = job.outputs()
-        assert not outputs or "finish" not in outputs[-1][3], outputs[-1][3] if outputs else None
-    finally:
-        client.close()
-
-
+# The Gradio-client test runs first: after a Chromium test in this module its jobs were seen not to reach the
+# engine within 60 s on this box (not understood yet; run first, and alone, it passes).
 def _four_sessions(studio) -> tuple[int, list]:
     """Four sessions (Gradio clients) each send a long message at once: the most requests the engine held
     at one moment, and each session's final outputs (``ChatStream`` order, the State left out)."""
@@ -159,65 +140,15 @@ def test_a_text_turn_streams_with_the_engines_figures(page, studio, shots_dir):
     page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_text_turn.png"))
 
 
-@pytest.fixture
-def watch(studio):
-    """The engine's request count, polled from the start of the test (``pages.EngineWatch``)."""
-    watcher = EngineWatch(studio)
-    yield watcher
-    watcher.close()
-
-
-def test_the_stop_button_aborts_a_streaming_reply(page, studio, watch):
-    """Clicked in Chromium while vLLM holds the request: the engine lets it go, the figures show no
-    finish, the partial reply stays, and the session goes on (its next reply is not the one a late
-    cancel hits: ``dots3_demo.serving.cancels``)."""
-    set_max_tokens(page, LONG)
-    send(page, "Tell me a very long story.")
-    watch.reached(page)  # vLLM holds the request
-    page.locator("#chat-stop").click()
-    assert servers.wait_no_requests(studio, timeout=30) == 0
-    page.wait_for_function("() => { const t = document.querySelector('#chat-figures').innerText;"
-                           " return t.includes('finish') || t.startsWith('⏹ stopped'); }", timeout=WAIT_MS)
-    stopped = figures(page)
-    if "finish" in stopped:
-        pytest.xfail(f"{STARVED}: {stopped}")
-    assert stopped.startswith("⏹ stopped") and "streaming" not in stopped, stopped  # the line says so (issue 18 §3)
-    assert output_tokens(stopped) < LONG, stopped  # stopped, not run to its end
-    assert "Tell me a very long story." in page.locator("#chatbot").inner_text()
-    set_max_tokens(page, 32)
-    send(page, "Short one now.")  # the session goes on after a stop
-    done = wait_new_figures(page, stopped, studio)
-    assert "finish length" in done or "finish stop" in done
-    assert servers.wait_no_requests(studio) == 0
-
-
-def test_closing_the_tab_aborts_the_engine_request(chromium, studio, watch):
-    context, page = open_studio(chromium, studio.url)
-    set_max_tokens(page, LONG)
-    send(page, "Another long story, please.")
-    watch.reached(page)  # vLLM holds the request: the reply is streaming
-    held = watch.now
-    context.close()  # no renderer needed: the browser drops the page and its connections
-    if not held:
-        pytest.xfail(STARVED)
-    assert servers.wait_no_requests(studio) == 0
-
-
-def test_regenerate_and_clear_leave_no_request(page, studio, watch):
+def test_regenerate_leaves_no_request(page, studio):
+    """Regenerate replaces the reply and vLLM holds nothing after it (Stop, Clear and a closed tab during a
+    reply: ``test_abort_real_engine.py``)."""
     set_max_tokens(page, 48)
     send(page, "Count to three.")
     first = wait_figures(page, "finish", studio=studio)
     page.locator("#chat-regen").click()
     wait_new_figures(page, first, studio)
     assert servers.wait_no_requests(studio) == 0
-    set_max_tokens(page, LONG)
-    watch.most = 0
-    shown = figures(page)
-    send(page, "And now a very long answer.")
-    watch.reached(page, before=shown)  # vLLM held the request: the reply streamed
-    page.locator("#chat-clear").click()
-    assert servers.wait_no_requests(studio) == 0
-    page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('very long answer')")
 
 
 def prompt_tokens(figures_line: str) -> int:
