@@ -121,6 +121,7 @@ class EngineWatch:
             self._stop.wait(0.05)
 
     def reset(self) -> None:
+        """Count from now (a new reply)."""
         self.most = 0
         self.changes = self.changes[-1:]
 

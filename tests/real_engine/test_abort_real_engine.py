@@ -46,6 +46,10 @@ def studio(cpu_python, tmp_path_factory, logs):
 
 @pytest.fixture
 def watch(studio):
+    """The engine's request count with time stamps; it starts from an engine that holds nothing (a request
+    an earlier test left running would end in the middle of this one and read as let go)."""
+    left = servers.wait_no_requests(studio, timeout=60)
+    assert left == 0, f"an earlier test left {left} request(s) running in the engine"
     watcher = EngineWatch(studio)
     yield watcher
     watcher.close()
