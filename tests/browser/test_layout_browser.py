@@ -238,8 +238,11 @@ def test_the_picked_reply_is_marked_scrolled_to_and_its_verdict_pressed(opened):
     assert _pressed(page) == {"up": "false", "down": "false"}
     page.locator("#rate-up").click()
     page.wait_for_function("() => document.querySelector('#rate-up').getAttribute('aria-pressed') === 'true'")
-    up, down = (page.locator(f"#rate-{s}").evaluate("e => getComputedStyle(e).backgroundColor") for s in ("up", "down"))
-    assert up != down  # drawn pressed
+    # drawn pressed: 👍's background differs from 👎's once Gradio's button transition has run (read at once,
+    # both were still white in CI)
+    page.wait_for_function("""() => {
+        const bg = id => getComputedStyle(document.getElementById(id)).backgroundColor;
+        return bg('rate-up') !== bg('rate-down'); }""", timeout=5_000)
     assert [m.split(":")[0] for m in _marked(page)] == ["charlie line 1"]
 
     _pick(page, 1)  # not rated, far above: the chat scrolls to it and marks it
