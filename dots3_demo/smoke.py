@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -202,28 +202,45 @@ def tiny_config(tokenizer_size: int, *, bos_token_id: int, eos_token_id: int,
 
 
 def write_tiny_model(out: Path, *, max_position_embeddings: int = TINY_MAX_POSITIONS, mtp: bool = False) -> Path:
-    """Write the tiny random-weight model folder ``out`` (created if missing) and return it.
+    """Write the tiny random-weight ``dots3_note`` folder ``out`` (created if missing) and return it:
+    :func:`write_model_folder` with :func:`tiny_config` (``mtp``: with an MTP layer) and the preview profile's
+    chat template. The folder is also a studio profile (``load_profile``), so the inspector counts the same
+    media with the same geometry."""
+    def config(size: int, bos_token_id: int, eos_token_id: int) -> dict[str, Any]:
+        return tiny_config(size, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
+                           max_position_embeddings=max_position_embeddings, mtp=mtp)
 
-    The preview profile's tokenizer (with the Dots special tokens), chat template and
-    ``preprocessor_config.json``; ``added_tokens.json`` (the model reads the image pad token from
-    it); :func:`tiny_config` as ``config.json`` (``mtp``: with an MTP layer). The folder is also a studio profile
-    (``load_profile``), so the inspector counts the same media with the same geometry.
+    return write_model_folder(out, config, max_position_embeddings=max_position_embeddings)
+
+
+def write_model_folder(out: Path, config: Callable[[int, int, int], dict[str, Any]], *,
+                       max_position_embeddings: int, chat_template: str | None = None) -> Path:
+    """A random-weight model folder around the preview profile's tokenizer: the one builder of the smoke
+    test's tiny ``dots3_note`` (:func:`write_tiny_model`) and the real-engine tier's tiny Qwen2
+    (``scripts/build_tiny_model.py``: dots3_note's kernels are CUDA-only, so the CPU tier needs another network).
+
+    Writes the preview profile's ``tokenizer.json`` (with the Dots special tokens) and
+    ``preprocessor_config.json``; its ``tokenizer_config.json`` with ``model_max_length``; ``added_tokens.json``
+    (dots3_note reads the image pad token from it); ``chat_template.jinja`` (``chat_template``, else the
+    preview profile's); ``config.json`` from ``config(tokenizer size, bos id, eos id)`` (bos: the tokenizer's pad
+    token, eos: its eos token); ``generation_config.json`` with those two ids. ``out`` is created if missing.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("tokenizer.json", "preprocessor_config.json", "chat_template.jinja"):
+    for name in ("tokenizer.json", "preprocessor_config.json"):
         (out / name).write_bytes((PREVIEW_PROFILE_DIR / name).read_bytes())
+    template = chat_template if chat_template is not None else (PREVIEW_PROFILE_DIR / "chat_template.jinja").read_text()
+    (out / "chat_template.jinja").write_text(template)
     size, added = _tokenizer_facts(PREVIEW_PROFILE_DIR / "tokenizer.json")
     tokenizer_config = json.loads((PREVIEW_PROFILE_DIR / "tokenizer_config.json").read_text())
     tokenizer_config["model_max_length"] = max_position_embeddings
-    config = tiny_config(size, bos_token_id=added[tokenizer_config["pad_token"]],
-                         eos_token_id=added[tokenizer_config["eos_token"]],
-                         max_position_embeddings=max_position_embeddings, mtp=mtp)
+    model_config = config(size, added[tokenizer_config["pad_token"]], added[tokenizer_config["eos_token"]])
     files = {
         "tokenizer_config.json": tokenizer_config,
         "added_tokens.json": added,
-        "config.json": config,
-        "generation_config.json": {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]},
+        "config.json": model_config,
+        "generation_config.json": {"bos_token_id": model_config["bos_token_id"],
+                                   "eos_token_id": model_config["eos_token_id"]},
     }
     for name, data in files.items():
         (out / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
 PREVIEW = Path(__file__).resolve().parent.parent / "assets" / "preview_profile"
@@ -65,20 +64,10 @@ CHAT_TEMPLATE = (
 )
 
 
-def build(out: Path, *, max_position_embeddings: int = 4096) -> Path:
-    """Write the model folder ``out`` (created or refreshed) and return it."""
-    out.mkdir(parents=True, exist_ok=True)
+def qwen2_config(size: int, bos_token_id: int, eos_token_id: int, *, max_position_embeddings: int) -> dict:
+    """The tiny Qwen2's ``config.json`` (``size``: the tokenizer's token count)."""
     preview = json.loads((PREVIEW / "config.json").read_text())
-    for name in ("tokenizer.json", "preprocessor_config.json"):
-        shutil.copyfile(PREVIEW / name, out / name)
-    tokenizer_config = json.loads((PREVIEW / "tokenizer_config.json").read_text())
-    tokenizer_config["model_max_length"] = max_position_embeddings
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    vocab = json.loads((PREVIEW / "tokenizer.json").read_text())
-    size = len(vocab["model"]["vocab"]) + len(vocab.get("added_tokens", []))
-    special = {t["content"]: t["id"] for t in vocab.get("added_tokens", [])}
-    config = {
+    return {
         "_tiny_test_model": MARKER,
         "architectures": ["Qwen2ForCausalLM"],
         "model_type": "qwen2",
@@ -95,16 +84,25 @@ def build(out: Path, *, max_position_embeddings: int = 4096) -> Path:
         "vocab_size": -(-size // 64) * 64,  # ≥ the tokenizer, a multiple of 64
         "tie_word_embeddings": True,
         "torch_dtype": "bfloat16",
-        "bos_token_id": special["<|endoftext|>"],
-        "eos_token_id": special["<|endofassistant|>"],
-        "pad_token_id": special["<|endoftext|>"],
+        "bos_token_id": bos_token_id,
+        "eos_token_id": eos_token_id,
+        "pad_token_id": bos_token_id,
         # The preview profile's geometry: the folder doubles as the studio's --model profile.
         "vision_config": preview["vision_config"],
         "audio_config": preview["audio_config"],
     }
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "generation_config.json").write_text(json.dumps({"eos_token_id": config["eos_token_id"]}) + "\n")
-    return out
+
+
+def build(out: Path, *, max_position_embeddings: int = 4096) -> Path:
+    """Write the model folder ``out`` (created or refreshed) and return it, with the smoke test's folder
+    writer (``dots3_demo.smoke.write_model_folder``: the same tokenizer files) around :func:`qwen2_config`."""
+    from dots3_demo.smoke import write_model_folder
+
+    def config(size: int, bos_token_id: int, eos_token_id: int) -> dict:
+        return qwen2_config(size, bos_token_id, eos_token_id, max_position_embeddings=max_position_embeddings)
+
+    return write_model_folder(out, config, max_position_embeddings=max_position_embeddings,
+                              chat_template=CHAT_TEMPLATE)
 
 
 def main() -> None:
