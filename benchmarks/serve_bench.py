@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if model is None and args.cpu:
             model = servers.build_tiny_model(Path(tmp) / "model", max_position_embeddings=MAX_MODEL_LEN)
         elif model is None:
-            from dots3_demo.smoke import write_tiny_model
+            from dots3_demo.workbench.smoke import write_tiny_model
 
             model = write_tiny_model(Path(tmp) / "model")
         flags = engine_flags(extra, cpu=args.cpu, tiny=args.model is None, max_num_seqs=max(args.rows))

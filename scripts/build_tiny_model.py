@@ -95,8 +95,8 @@ def qwen2_config(size: int, bos_token_id: int, eos_token_id: int, *, max_positio
 
 def build(out: Path, *, max_position_embeddings: int = 4096) -> Path:
     """Write the model folder ``out`` (created or refreshed) and return it, with the smoke test's folder
-    writer (``dots3_demo.smoke.write_model_folder``: the same tokenizer files) around :func:`qwen2_config`."""
-    from dots3_demo.smoke import write_model_folder
+    writer (``dots3_demo.workbench.smoke.write_model_folder``: the same tokenizer files) around :func:`qwen2_config`."""
+    from dots3_demo.workbench.smoke import write_model_folder
 
     def config(size: int, bos_token_id: int, eos_token_id: int) -> dict:
         return qwen2_config(size, bos_token_id, eos_token_id, max_position_embeddings=max_position_embeddings)

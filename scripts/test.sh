@@ -2,7 +2,8 @@
 # Install what the tests need (Debian FFmpeg for torchcodec, Debian Chromium for the browser
 # tests, the Python requirements and the pinned linters, vLLM's CPU build in its own venv for the
 # real-engine tier), lint (ruff on the whole tree, mypy on dots3_demo/: pyproject.toml says what
-# each checks), check that every part the suite needs is there (one line per missing part, exit 1), then
+# each checks; import-linter's contracts in .importlinter: imports run one way, with no circles),
+# check that every part the suite needs is there (one line per missing part, exit 1), then
 # run the whole suite; any failure fails the script. Extra arguments go to
 # pytest. README's test command; .ci/run calls it.
 set -euo pipefail
@@ -21,6 +22,7 @@ fi
 python -m pip install -q -r requirements.txt -r requirements-dev.txt
 python -m ruff check .
 python -m mypy  # files and strictness: [tool.mypy] in pyproject.toml
+python -c "import sys; from importlinter.cli import lint_imports_command; sys.argv[1:] = ['--no-cache']; lint_imports_command()"  # .importlinter: the layers, no circles
 # The real-engine tier (tests/real_engine): vLLM's CPU build in a venv of its own, built once, then reused.
 DOTS3_CPU_PYTHON=$(bash scripts/cpu_engine_env.sh | tail -n 1)
 export DOTS3_CPU_PYTHON

@@ -5,7 +5,7 @@
 - ``cli.engine``: ``--engine``, ``--endpoint`` and every vLLM engine flag, and the engine they ask for
   (the studio's and ``smoke``'s);
 - ``cli.inspect``: ``python app.py inspect FILE... --json`` (its flags and the command);
-- ``cli.smoke``: ``python app.py smoke`` (its flags and the command; the test is ``dots3_demo.smoke``);
+- ``cli.smoke``: ``python app.py smoke`` (its flags and the command; the test is ``dots3_demo.workbench.smoke``);
 - ``cli.eval``: ``python app.py eval SET.jsonl --out DIR`` (its flags and the command; the run is
   ``workbench.batch``);
 - ``cli.parser``: what they share (vLLM's parser class, argparse ``type=`` functions).

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from dots3_demo.engine.protocol import ChatEngine
-    from dots3_demo.workbench.batch import BatchSettings, EvalRun, Progress
+    from dots3_demo.workbench.batch import Progress
+    from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
 
 DESCRIPTION = (
     "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
@@ -149,7 +150,8 @@ def main_eval(argv: Sequence[str]) -> int:
     from dots3_demo.cli.engine import build_engine
     from dots3_demo.engine.protocol import EngineUnavailable
     from dots3_demo.profiles import ProfileError, load_profile
-    from dots3_demo.workbench.batch import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings, Progress
+    from dots3_demo.workbench.batch import Progress
+    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings
 
     try:
         profile = load_profile(ns.model)

@@ -4,7 +4,7 @@ The flags are the smoke test's own (``--max-tokens``, ``--keep-model``, ``--turn
 every vLLM engine flag (``cli.engine``); the engine arguments are built as for ``--engine inprocess`` (the
 configuration operators run: the studio's CUDA-graph default included, no forced eager mode), with the smoke
 test's defaults for the tiny model where they were not given. The test itself (the tiny model, the turns, the
-table) is ``dots3_demo.smoke``. Exit status: 0 = all equal, 1 = a mismatch or a failed turn,
+table) is ``dots3_demo.workbench.smoke``. Exit status: 0 = all equal, 1 = a mismatch or a failed turn,
 2 = it cannot run here.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dots3_demo.smoke import (
+from dots3_demo.workbench.smoke import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TURN_TIMEOUT_S,
     MTP_CONFIG,

@@ -1,6 +1,6 @@
 """The browser UI of Dots3 NOTE Studio (Gradio 6). Layout in ``layout``, wiring in ``app``, plain logic in
-``handlers`` and ``chat``, a session's state in ``state``, what the page shows in ``views``, ``chat_views``
-and ``figures``."""
+``handlers`` and ``chat``, what the page shows in ``views``, ``chat_views`` and ``figures``; compare's tab in
+``compare``. A session's state, the turn builder and the reply accumulator are ``dots3_demo.core``'s."""
 
 from typing import Any
 

@@ -25,6 +25,9 @@ from gradio.utils import get_upload_folder
 from PIL import Image
 
 from dots3_demo import ffmpeg
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.settings import ChatSettings, chat_settings_from_controls, video_settings_from_controls
+from dots3_demo.core.state import ChatSession, StudioState, clear_session, current_session, initial_state
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import keep_image_blocks
 from dots3_demo.inspection.limits import UploadLimits
@@ -37,8 +40,6 @@ from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionRea
 from dots3_demo.ui import chat, chat_views, examples, handlers, layout, session_files, style, views
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.handlers import Inspections
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import ChatSession, StudioState, clear_session, current_session, initial_state
 from dots3_demo.workbench.compare import CompareSession
 from dots3_demo.workbench.record import RecordError
 
@@ -125,7 +126,7 @@ def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: 
              reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
              progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
              engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+    settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
     return _emit(handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
                                         limits=limits), engine)
@@ -135,7 +136,7 @@ def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_
                 max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
                 progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
                 engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    settings = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+    settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
     return _emit(handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
                                            limits=limits), engine)
@@ -241,9 +242,9 @@ def lock_send(engine: ChatEngine | None) -> tuple[Any, ...]:
     return (gr.skip(),) * len(layout.HeldByReply.names()) if engine is None else _held(False)
 
 
-def _chat_settings(pacer: StreamPacer, controls: tuple) -> chat.ChatSettings:
+def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
     """The values of ``layout.ChatControls``' components, in its field order, as chat settings."""
-    return replace(chat.settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
+    return replace(chat_settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
 
 
 async def on_chat(engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState, session: ChatSession,
@@ -389,7 +390,7 @@ def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, 
               compared: CompareSession, *controls: Any) -> tuple[Any, Any, str]:
     """The session's zip and HTML report (the chat and the compare rounds) as two download buttons; a session
     that cannot be exported (a file of it is gone) says why and offers nothing."""
-    settings = chat.settings_from_controls(**layout.ChatControls.named(controls))
+    settings = chat_settings_from_controls(**layout.ChatControls.named(controls))
     try:
         exported = session_files.export_session(profile, engine, studio, session, settings,
                                                 compare=compared.rounds)

@@ -1,6 +1,8 @@
 """The engine chat's turns and their streaming: plain functions and dataclasses (no Gradio), called by
-``ui.app`` and by tests. The session it streams into is in ``ui.state``; what the page shows of it (the
-engine line, bubbles, tool panel, figures line, tools editor) is in ``ui.chat_views``.
+``ui.app`` and by tests. The session it streams into is ``core.state``'s; each request is built by
+``core.turns.build_turn`` and each reply accumulated by ``core.reply.Reply``, as compare, eval and the smoke test
+do; what the page shows of it (the engine line, bubbles, tool panel, figures line, tools editor) is in
+``ui.chat_views``.
 
 One browser session owns one :class:`ChatSession` (kept in ``gr.State``; a new uuid per session).
 It holds two views of the same conversation:
@@ -17,82 +19,32 @@ tab (``GeneratorExit`` at a yield) leaves the session at the last snapshot. The 
 wrapped in ``aclosing`` at every level (callers must do the same when they relay these
 generators): whichever way the generator ends early, the engine adapter's ``finally`` aborts the
 request at once rather than when the garbage collector finalizes an abandoned generator. Yields
-are coalesced to at most one per interval — the app's :class:`~dots3_demo.ui.pacing.StreamPacer`
+are coalesced to at most one per interval — the app's :class:`~dots3_demo.core.pacing.StreamPacer`
 shares an update budget among the replies in flight; structural changes (first text, a tool call
 appearing or completing, the end) are always yielded at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.records import Answer, MediaItem, ReplyRating, Verdict, turn_setting
+from dots3_demo.core.reply import Reply
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import ChatSession, SessionMark, StudioState
+from dots3_demo.core.turns import MEDIA_PARTS, build_turn, engine_start, new_media, user_message
 from dots3_demo.engine.media import check_media_limits
-from dots3_demo.engine.protocol import (
-    ChatEngine,
-    EngineUnavailable,
-    RequestRefused,
-    SamplingSettings,
-    ToolCall,
-    TurnDelta,
-    TurnRejected,
-    TurnRequest,
-    TurnStats,
-)
+from dots3_demo.engine.protocol import ChatEngine, EngineUnavailable, RequestRefused, ToolCall, TurnRejected
 from dots3_demo.tools import ToolSchemaError, parse_tools_json, run_example_tool
-from dots3_demo.tools.forcing import TOOL_CHOICES
 from dots3_demo.ui import chat_views, views
-from dots3_demo.ui.handlers import control_number
-from dots3_demo.ui.pacing import MIN_INTERVAL_S, StreamPacer
-from dots3_demo.ui.state import ChatSession, MediaItem, SessionMark, StudioState
-from dots3_demo.workbench.records import Answer, ReplyRating, TurnSetting, Verdict, turn_setting
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-
-
-@dataclass(frozen=True)
-class ChatSettings:
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    tools_json: str = ""
-    min_interval_s: float = MIN_INTERVAL_S  # without a pacer
-    problem: str = ""  # a control that is not a usable number: every turn is refused with this message
-    pacer: StreamPacer | None = None  # the app's: update intervals shared among the replies in flight
-    tool_choice: str = "auto"  # "required": the reply is one call of the tools, forced by structured outputs
-
-
-def settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
-                           top_k: float | str | None, max_tokens: float, seed: float | str | None,
-                           repetition_penalty: float, tool_choice: str | None = "auto", *,
-                           min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
-    """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
-
-    Never raises: an emptied number box or a value that is not a number (an API call can send
-    ``null`` or NaN) gives settings whose ``problem`` says which control, and the turn is refused.
-    """
-    problems: list[str] = []
-    seed_number = None if seed is None or seed == "" else control_number(seed, "seed", -1, problems)
-    top_k_number = 0 if top_k is None or top_k == "" else control_number(top_k, "top-k", 0, problems)
-    sampling = SamplingSettings(
-        temperature=control_number(temperature, "temperature", 0.7, problems),
-        top_p=control_number(top_p, "top-p", 0.95, problems),
-        top_k=int(top_k_number) if top_k_number > 0 else -1,
-        max_tokens=max(1, int(control_number(max_tokens, "max tokens", 1024, problems))),
-        seed=None if seed_number is None or seed_number < 0 else int(seed_number),
-        repetition_penalty=control_number(repetition_penalty, "repetition penalty", 1.0, problems),
-    )
-    problem = f"Check the Sampling panel: {'; '.join(problems)}." if problems else ""
-    choice = tool_choice if tool_choice in TOOL_CHOICES else "auto"
-    return ChatSettings(system_prompt=system_prompt or "", tools_json=tools_json or "", sampling=sampling,
-                        min_interval_s=min_interval_s, problem=problem, tool_choice=choice)
-
 
 def _refused_settings(session: ChatSession, settings: ChatSettings) -> ChatView | None:
     """The session unchanged with the settings' problem, or None when the settings are usable."""
@@ -129,116 +81,10 @@ def said(session: ChatSession, line: str, *, clear_input: bool = False) -> ChatV
 
 
 # ---------------------------------------------------------------- media and turns
-def panel_media(studio: StudioState) -> list[MediaItem]:
-    """The media in the upload panels, with the inspector's numbers."""
-    items: list[MediaItem] = []
-    if studio.video_path:
-        report = studio.video
-        items.append(MediaItem("video", str(studio.video_path),
-                               tokens=report.prompt_tokens if report else 0,
-                               frame_tokens=report.image_pad_tokens if report else 0,
-                               audio_tokens=report.audio_pad_tokens if report else 0))
-    for path, image in studio.images:
-        items.append(MediaItem("image", str(path), tokens=image.tokens))
-    if studio.audio_path:
-        items.append(MediaItem("audio", str(studio.audio_path), tokens=studio.audio.tokens if studio.audio else 0))
-    return items
-
-
-def new_media(studio: StudioState, session: ChatSession) -> list[MediaItem]:
-    """Panel media not yet in the conversation (an upload is sent once, then stays in the history)."""
-    sent = {(m.kind, m.path) for m in session.media}
-    return [m for m in panel_media(studio) if (m.kind, m.path) not in sent]
-
-
-def _media_part(item: MediaItem) -> dict[str, Any]:
-    key = {"image": "image_url", "audio": "audio_url", "video": "video_url"}[item.kind]
-    return {"type": key, key: {"url": item.path}}
-
-
 def user_turn(text: str, media: list[MediaItem]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(engine message, chatbot messages) for one user turn: media first, then the text."""
-    parts = [_media_part(m) for m in media]
-    if text:
-        parts.append({"type": "text", "text": text})
-    shown = [{"role": "user", "content": {"path": m.path, "alt_text": views.name_of(m.path)}} for m in media]
-    if text:
-        shown.append({"role": "user", "content": text})
-    return {"role": "user", "content": parts}, shown
-
-
-# ---------------------------------------------------------------- the streaming assistant
-@dataclass
-class _Reply:
-    reasoning: str = ""
-    text: str = ""
-    calls: tuple[ToolCall, ...] = ()
-    writing: bool = False  # a tool-call block is open, nothing parsed from it yet
-    finished: bool = False
-    finish_reason: str | None = None
-    stats: TurnStats = field(default_factory=TurnStats)
-    first_at: float | None = None
-    notices: tuple[str, ...] = ()
-
-    def add(self, delta: TurnDelta) -> bool:
-        """Apply a delta; True when something structural changed (yield it at once)."""
-        structural = bool(delta.notices)
-        self.notices += delta.notices
-        if (delta.text or delta.reasoning) and not (self.text or self.reasoning):
-            structural = True
-        if delta.text and not self.text and self.reasoning:
-            structural = True  # thinking done
-        self.reasoning += delta.reasoning
-        self.text += delta.text
-        if len(delta.tool_calls) != len(self.calls) or delta.writing_tool_call != self.writing:
-            structural = True
-        if delta.tool_calls or delta.finished:
-            self.calls = delta.tool_calls
-        self.writing = delta.writing_tool_call
-        self.stats = delta.stats
-        if delta.finished:
-            self.finished, self.finish_reason, self.writing, structural = True, delta.finish_reason, False, True
-        return structural
-
-    def size(self) -> int:
-        """Characters the chat re-renders on each update of this reply."""
-        return len(self.reasoning) + len(self.text) + sum(len(c.arguments) for c in self.calls)
-
-    def engine_message(self) -> dict[str, Any] | None:
-        if not (self.text or self.calls):
-            return None
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
-        if self.calls:
-            message["tool_calls"] = [c.as_openai() for c in self.calls]
-        return message
-
-    def display(self) -> list[dict[str, Any]]:
-        shown: list[dict[str, Any]] = [
-            {"role": "assistant", "content": text, "metadata": {"title": "ℹ How this request was served",
-                                                                  "status": "done"}}
-            for text in self.notices
-        ]
-        if self.reasoning:
-            thinking = not self.text and not self.calls and not self.finished
-            shown.append({"role": "assistant", "content": self.reasoning,
-                          "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
-        if self.text:
-            shown.append({"role": "assistant", "content": self.text})
-        shown += [chat_views.tool_call_bubble(call) for call in self.calls]
-        if self.writing:
-            shown.append({"role": "assistant", "content": "…",
-                          "metadata": {"title": chat_views.WRITING_TOOL_CALL, "status": "pending"}})
-        return shown
-
-    def answer(self, setting: TurnSetting, error: str = "") -> Answer:
-        """The reply as it stands, as the session records it (``finish_reason`` None until it finishes), with the
-        ``setting`` it runs with."""
-        return Answer(text=self.text, reasoning=self.reasoning, tool_calls=self.calls, finish_reason=self.finish_reason,
-                      stats=self.stats, error=error, setting=setting)
-
-    def records(self) -> tuple[ToolCall, ...]:
-        """The reply's calls for the tool panel (a "…" row while a call is begun but not yet parsed)."""
-        return self.calls + ((ToolCall(id="", name="…", status="writing"),) if self.writing else ())
+    """(engine message, chatbot messages) for one user turn: the engine's as ``core.turns.user_message`` builds it
+    (media first, then the text), the chat's bubbles in the same order."""
+    return user_message(text, media), chat_views.user_bubbles(text, media)
 
 
 # ---------------------------------------------------------------- turns
@@ -297,7 +143,6 @@ def regeneration_base(session: ChatSession, reply: int) -> ChatSession:
     return replace(base, regen_mark=turn, figures="")
 
 
-MEDIA_PARTS = ("image_url", "audio_url", "video_url")  # the user-turn parts that carry a MediaItem (``user_turn``)
 
 def _message_bubble(bubble: dict[str, Any]) -> bool:
     """A reply bubble only a reply with an engine message has: its text, or a tool call parsed whole."""
@@ -334,7 +179,8 @@ def read_reply_marks(session: ChatSession) -> tuple[SessionMark, ...] | None:
             marks.append(SessionMark(index, starts[len(marks)], tools, media))
             tools += len(message.get("tool_calls") or ())
         elif message.get("role") == "user" and isinstance(message.get("content"), list):
-            media += sum(1 for part in message["content"] if isinstance(part, dict) and part.get("type") in MEDIA_PARTS)
+            media += sum(1 for part in message["content"]
+                         if isinstance(part, dict) and part.get("type") in MEDIA_PARTS.values())
     return tuple(marks)
 
 
@@ -433,25 +279,17 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
             yield view
 
 
-START_WAIT_UPDATE_S = 1.0  # how often a message waiting for the engine to load shows the load stage
-
-
 async def _wait_for_engine(engine: ChatEngine, sent: ChatSession,
                            clear_input: bool) -> AsyncGenerator[ChatView, None]:
     """Start the engine (or join its start) and show the load stage while the message waits.
 
     The start itself belongs to the engine: a Stop here cancels the wait, never the load.
     """
-    starting = asyncio.ensure_future(engine.start())
-    while True:
-        done, _ = await asyncio.wait({starting}, timeout=START_WAIT_UPDATE_S)
-        if done:
-            starting.result()  # raises EngineUnavailable when the start failed
-            return
-        stage = chat_views.loading_line(engine.status) or "starting"
-        waiting = f"⏳ waiting for the engine to load ({views.esc(stage)}); " \
-                  "your message is sent as soon as the model is ready"
-        yield ChatView(replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY), waiting, clear_input=clear_input)
+    async with contextlib.aclosing(engine_start(engine)) as stages:
+        async for stage in stages:
+            waiting = f"⏳ waiting for the engine to load ({views.esc(stage)}); " \
+                      "your message is sent as soon as the model is ready"
+            yield ChatView(replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY), waiting, clear_input=clear_input)
 
 
 async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSession, settings: ChatSettings,
@@ -490,13 +328,11 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     except EngineUnavailable as exc:
         yield refused(f"The engine is not available: {exc}")
         return
-    system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
-    turn = TurnRequest(session_id=sent.session_id, messages=system + [dict(m) for m in sent.messages],
-                       tools=tools, sampling=settings.sampling, video=studio.settings,
-                       tool_choice=settings.tool_choice)
+    turn = build_turn(session_id=sent.session_id, system=settings.system_prompt, messages=sent.messages, tools=tools,
+                      sampling=settings.sampling, video=studio.settings, tool_choice=settings.tool_choice)
     note = chat_views.budget_note(studio, settings.sampling, sent.media)
     setting = turn_setting(turn)  # what this reply runs with, kept on its Answer
-    reply = _Reply()
+    reply = Reply(Answer(setting=setting), "streaming")
     last = 0.0
     current = sent
     replies = sent.reply_count  # this reply's number, once it has a message
@@ -506,20 +342,20 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         its :class:`Answer` (finish None until it finishes, so a stopped reply keeps one) and mark; its figures
         line is the reply's, stopped here (what stays after a Stop or a closed tab)."""
         stopped = chat_views.figures_md(reply, sent.media, budget_note=note, stopped=True)
-        shown = replace(sent, display=sent.display + tuple(reply.display()), tools=sent.tools + tuple(reply.records()),
-                        figures=stopped)
+        shown = replace(sent, display=sent.display + tuple(chat_views.answer_bubbles(reply)),
+                        tools=sent.tools + reply.tool_records(), figures=stopped)
         message = reply.engine_message()
         if message is None:
             return shown
         return replace(shown, messages=sent.messages + (message,),
-                       answers=sent.answers[:replies] + (reply.answer(setting, error),),
+                       answers=sent.answers[:replies] + (replace(reply.answer, error=error),),
                        reply_marks=sent.reply_marks[:replies] + (sent.mark,))
 
     def broke(title: str, detail: str, figures: str) -> ChatView:
         """The reply ended by an error: keep what arrived; without it the model's view stays as it was."""
         if reply.engine_message() is None:
             # Nothing generated: the next message is not refused for the same reason.
-            kept = replace(rejected_base, display=sent.display + tuple(reply.display()))
+            kept = replace(rejected_base, display=sent.display + tuple(chat_views.answer_bubbles(reply)))
             tail = ("Nothing was generated; your message is shown but was not added to the conversation the "
                     "model sees." if unsent is not None else "Nothing was generated.")
         else:
@@ -535,9 +371,9 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         with pacer.streaming():
             async with contextlib.aclosing(stream):
                 async for delta in stream:
-                    structural = reply.add(delta)
+                    before, reply = reply, reply.add(delta)
                     now = time.monotonic()
-                    if structural or now - last >= pacer.interval(reply.size()):
+                    if reply.structural(before) or now - last >= pacer.interval(reply.size()):
                         last = now
                         current = snapshot()
                         yield ChatView(current, chat_views.figures_md(reply, sent.media))

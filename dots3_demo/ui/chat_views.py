@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import html
 import json
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from dots3_demo.engine.protocol import ChatEngine, EngineStatus, PromptTokens, SamplingSettings, ToolCall, TurnStats
+from dots3_demo.core.counts import token_pairs
+from dots3_demo.core.records import MediaItem
+from dots3_demo.core.reply import Reply
+from dots3_demo.core.state import ChatSession, StudioState
+from dots3_demo.core.turns import loading_line
+from dots3_demo.engine.protocol import ChatEngine, PromptTokens, SamplingSettings, ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
 from dots3_demo.ui import views
-from dots3_demo.ui.state import ChatSession, MediaItem, StudioState
 
 if TYPE_CHECKING:
     from gradio.components.chatbot import MessageDict
@@ -38,11 +41,6 @@ EXAMPLE_CHOICES = {
     "all three": list(EXAMPLE_TOOL_NAMES),
     "none": [],
 }
-# Dots placeholders wrap each image / audio clip in a start and an end marker
-# (<|img|> … <|endofimg|>, <|audio_comp_start|> … <|audio_comp_end|>). vLLM's placeholder range —
-# what the engine counts — includes them; the inspector counts the embeddings between them.
-MARKERS_PER_ITEM = {"image": 2, "audio": 2}
-
 WRITING_TOOL_CALL = "🛠 writing a tool call"  # the title of the bubble shown while a call is written
 
 STATUS_ICON = {"idle": "○", "loading": "◌", "ready": "●", "failed": "✕", "stopped": "■"}
@@ -59,14 +57,6 @@ ENGINE_HELP = (
 
 
 # ---------------------------------------------------------------- engine status
-def loading_line(status: EngineStatus) -> str:
-    """"loading weights · 23 s" for an engine that is loading ("" otherwise)."""
-    if status.state != "loading":
-        return ""
-    elapsed = f"{time.monotonic() - status.since:.0f} s" if status.since is not None else ""
-    return " · ".join(part for part in (status.stage or "starting", elapsed) if part)
-
-
 def engine_status(engine: ChatEngine | None, *, brief: bool = False) -> str:
     """The chat's engine line: state, load stage and time, or why it failed (vLLM's lines in a fold).
 
@@ -121,6 +111,34 @@ def tool_call_bubble(call: ToolCall) -> dict[str, Any]:
             "metadata": {"title": f"🛠 {call.name}", "status": "done" if call.complete else "pending"}}
 
 
+def user_bubbles(text: str, media: Sequence[MediaItem]) -> list[dict[str, Any]]:
+    """One user turn in the chat: each upload as a file block (named), then the text (none when empty); the order
+    of ``core.turns.user_message``."""
+    shown: list[dict[str, Any]] = [{"role": "user", "content": {"path": m.path, "alt_text": views.name_of(m.path)}}
+                                   for m in media]
+    if text:
+        shown.append({"role": "user", "content": text})
+    return shown
+
+
+def answer_bubbles(reply: Reply) -> list[dict[str, Any]]:
+    """A reply as it stands, as bubbles: the engine's notices on how it was served, the reasoning (folded; pending
+    while the model still thinks), the text, each tool call, a pending bubble while a call is being written. The
+    chat's and compare's columns show replies so."""
+    shown = [notice(text, "ℹ How this request was served") for text in reply.notices]
+    if reply.reasoning:
+        thinking = not reply.text and not reply.tool_calls and not reply.finished
+        shown.append({"role": "assistant", "content": reply.reasoning,
+                      "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
+    if reply.text:
+        shown.append({"role": "assistant", "content": reply.text})
+    shown += [tool_call_bubble(call) for call in reply.tool_calls]
+    if reply.writing_tool_call:
+        shown.append({"role": "assistant", "content": "…",
+                      "metadata": {"title": WRITING_TOOL_CALL, "status": "pending"}})
+    return shown
+
+
 def tool_result_bubble(call: ToolCall) -> dict[str, Any]:
     return {"role": "assistant", "content": f"```json\n{_pretty_json(call.result)}\n```",
             "metadata": {"title": f"↩ {call.name} result (sent to the model)", "status": "done"}}
@@ -142,51 +160,6 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
-def inspector_tokens(media: tuple[MediaItem, ...]) -> dict[str, int]:
-    """The inspector's counts for the conversation's media, in the engine's units (markers included)."""
-    out = {"image": 0, "audio": 0, "video": 0, "video_frames": 0, "video_audio": 0}
-    for m in media:
-        if m.kind == "video":
-            out["video"] += m.tokens
-            out["video_frames"] += m.frame_tokens
-            out["video_audio"] += m.audio_tokens
-        else:
-            out[m.kind] += m.tokens + MARKERS_PER_ITEM[m.kind]
-    return out
-
-
-@dataclass(frozen=True)
-class TokenPair:
-    """One modality's prompt tokens: the engine's count against the inspector's (markers included)."""
-
-    label: str  # "image", "audio", "video", "video frames", "video sound"
-    engine: int
-    inspector: int
-    markers: int = 0  # marker tokens inside ``inspector`` (image/audio: MARKERS_PER_ITEM per item)
-
-    @property
-    def equal(self) -> bool:
-        return self.engine == self.inspector
-
-
-def token_pairs(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[TokenPair]:
-    """Engine against inspector, per modality present in the conversation (or counted by the engine)."""
-    inspected = inspector_tokens(media)
-    counts = {m.kind: sum(1 for x in media if x.kind == m.kind) for m in media}
-    pairs = [("image", prompt.image), ("audio", prompt.audio), ("video", prompt.video),
-             ("video frames", prompt.video_frames), ("video sound", prompt.video_audio)]
-    keys = {"video frames": "video_frames", "video sound": "video_audio"}
-    out = []
-    for label, engine_value in pairs:
-        key = keys.get(label, label)
-        base = key.split("_")[0]
-        if base not in counts and engine_value == 0:
-            continue
-        markers = MARKERS_PER_ITEM[key] * counts[key] if key in MARKERS_PER_ITEM and counts.get(key) else 0
-        out.append(TokenPair(label, engine_value, inspected[key], markers))
-    return out
-
-
 def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[str]:
     """``engine: image 1,037 · inspector: 1,037 ✓`` per modality present in the conversation."""
     lines = []
@@ -195,22 +168,6 @@ def token_comparison(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list
         mark = "✓" if pair.equal else "≠"
         lines.append(f"engine: {pair.label} {_n(pair.engine)} · inspector: {_n(pair.inspector)}{note} {mark}")
     return lines
-
-
-class ReplyFigures(Protocol):
-    """What the figures line reads of a reply (``chat``'s streaming reply, as it stands)."""
-
-    @property
-    def stats(self) -> TurnStats: ...
-
-    @property
-    def finished(self) -> bool: ...
-
-    @property
-    def finish_reason(self) -> str | None: ...
-
-    @property
-    def notices(self) -> tuple[str, ...]: ...
 
 
 def finish_md(finish_reason: str, stats: TurnStats | None) -> str:
@@ -225,7 +182,7 @@ STOPPED = "⏹ stopped"  # how the figures line begins for a reply stopped befor
 STOPPED_BEFORE_REPLY = f"{STOPPED} before the model answered"
 
 
-def figures_md(reply: ReplyFigures, media: tuple[MediaItem, ...], *, budget_note: str = "",
+def figures_md(reply: Reply, media: tuple[MediaItem, ...], *, budget_note: str = "",
                stopped: bool = False) -> str:
     """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
     inspector's for ``media``, the reply's notices and ``budget_note``. ``stopped``: the line for the reply

@@ -17,23 +17,26 @@ import io
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import gradio as gr
 
 from dots3_demo.budget import VideoSettings
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.records import CompareRound, CompareSide, PlanFigures, Side, TurnSetting
+from dots3_demo.core.reply import Reply
+from dots3_demo.core.settings import chat_settings_from_controls
+from dots3_demo.core.state import MediaItem, StudioState
+from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import K_MODES, VideoReport
 from dots3_demo.profiles import Profile
-from dots3_demo.ui import chat, chat_views, views
+from dots3_demo.ui import chat_views, views
 from dots3_demo.ui.figures import COLORS
 from dots3_demo.ui.layout import ChatControls, Record
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import MediaItem, StudioState
 from dots3_demo.workbench import compare
-from dots3_demo.workbench.compare import CompareSession, CompareView, ReadSetting, SidePlan, SideReply
-from dots3_demo.workbench.records import CompareRound, CompareSide, PlanFigures, Side, TurnSetting
+from dots3_demo.workbench.compare import CompareSession, CompareView, ReadSetting, SidePlan
 
 if TYPE_CHECKING:
     from gradio.components.chatbot import MessageDict
@@ -275,7 +278,7 @@ def initial_values(seq: int, max_tokens: int) -> SettingControls[Any]:
     reserve = auto_reserve(seq, max_tokens)
     return SettingControls(seq=int(seq), reserve_auto=True, reserve=reserve, max_new_tokens=int(max_tokens),
                            audio_cap=1.0, k_mode=K_MODES[0], temperature=0.7, top_p=0.95, top_k=-1, seed=-1,
-                           repetition_penalty=1.0, system_prompt=chat.DEFAULT_SYSTEM_PROMPT)
+                           repetition_penalty=1.0, system_prompt=DEFAULT_SYSTEM_PROMPT)
 
 
 def render_compare(engine: ChatEngine | None, *, seq: int, max_tokens: int) -> ComparePanel:
@@ -443,24 +446,10 @@ def figures_diff_html(fa: PlanFigures | None, fb: PlanFigures | None) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
-def answer_messages(reply: SideReply) -> list[MessageDict]:
-    """A column's answer as chat bubbles: the reasoning folded, the text, the tool calls, why it ended early."""
+def answer_messages(reply: Reply) -> list[MessageDict]:
+    """A column's answer as chat bubbles (the chat's, ``chat_views.answer_bubbles``), and why it ended early."""
     a = reply.answer
-    shown: list[MessageDict] = [{"role": "assistant", "content": text,
-                                 "metadata": {"title": "ℹ How this request was served", "status": "done"}}
-                                for text in reply.notices]
-    if a.reasoning:
-        thinking = reply.state == "streaming" and not a.text and not a.tool_calls
-        shown.append({"role": "assistant", "content": a.reasoning,
-                      "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
-    if a.text:
-        shown.append({"role": "assistant", "content": a.text})
-    for call in a.tool_calls:
-        bubble = chat_views.tool_call_bubble(call)
-        shown.append({"role": "assistant", "content": bubble["content"], "metadata": bubble["metadata"]})
-    if reply.writing_tool_call:
-        shown.append({"role": "assistant", "content": "…",
-                      "metadata": {"title": "🛠 writing a tool call", "status": "pending"}})
+    shown = [cast("MessageDict", bubble) for bubble in chat_views.answer_bubbles(reply)]
     if a.error:
         title = "⚠ Not sent to the model" if reply.state == "refused" else "⚠ No answer"
         shown.append({"role": "assistant", "content": a.error, "metadata": {"title": title, "status": "done"}})
@@ -470,7 +459,7 @@ def answer_messages(reply: SideReply) -> list[MessageDict]:
     return shown
 
 
-def figures_line(reply: SideReply, media: tuple[MediaItem, ...] = ()) -> str:
+def figures_line(reply: Reply, media: tuple[MediaItem, ...] = ()) -> str:
     """The side's per-reply figures (the chat's figures line), its prompt tokens against its own plan's ``media``
     (the panels' media with the side's inspector numbers)."""
     if reply.state in ("planned", "refused", "waiting") or reply.answer.stats is None:
@@ -668,7 +657,7 @@ def on_preset(studio: StudioState, preset_key: str | None, *chat_values: Any) ->
     if not _preset_key(preset_key):
         return ("", *skip)
     chosen = compare.preset(str(preset_key))
-    chat_settings = chat.settings_from_controls(**ChatControls.named(chat_values))
+    chat_settings = chat_settings_from_controls(**ChatControls.named(chat_values))
     if chat_settings.problem:
         return (f"⚠ {views.esc(chat_settings.problem)}", *skip)
     a, b = chosen.make(compare.base_setting(studio, chat_settings.sampling, chat_settings.system_prompt))

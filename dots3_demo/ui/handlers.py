@@ -17,7 +17,6 @@ page shows of it in ``dots3_demo.ui.chat_views``; with no engine it explains how
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,15 +25,16 @@ from typing import Any
 import numpy as np
 
 from dots3_demo import ffmpeg
+from dots3_demo.core.counts import totals
+from dots3_demo.core.state import StudioState
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import InspectionError, inspect_file, interruption_points
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Superseded
-from dots3_demo.inspection.video import K_MODES, Progress, VideoSettings
+from dots3_demo.inspection.video import Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import figures, views
-from dots3_demo.ui.state import StudioState
 
 # Every output an event may update, in the order ``build_interface`` wires them.
 VIEW_KEYS: tuple[str, ...] = (
@@ -89,40 +89,6 @@ def media_note(engine: ChatEngine | None) -> str:
 
 def chat_enabled(engine: ChatEngine | None) -> bool:
     return engine is not None
-
-
-def control_number(value: Any, label: str, default: float, problems: list[str]) -> float:
-    """``value`` as a finite float; otherwise note what is wrong with ``label`` and return ``default``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if math.isfinite(number):
-        return number
-    problems.append(f"{label} is empty" if value is None or value == "" else f"{label} is not a number ({value})")
-    return default
-
-
-def settings_from_controls(
-    seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str
-) -> VideoSettings:
-    """The Budget tab's controls as vLLM's per-request video settings (validated later, by
-    ``VideoSettings.validate``). Never raises: a value that is not a number (an API call can send
-    ``null`` or NaN) gives settings whose ``problem`` names it, so the event is refused with that."""
-    problems: list[str] = []
-    defaults = VideoSettings()
-    seq_value = control_number(seq, "seq", defaults.seq, problems)
-    reserve_value = None if reserve_auto else control_number(reserve, "output reserve", 0, problems)
-    max_new = 0 if max_new_tokens is None or max_new_tokens == "" else control_number(
-        max_new_tokens, "max new tokens", 0, problems)
-    return VideoSettings(
-        seq=int(seq_value),
-        output_reserve=None if reserve_value is None else int(reserve_value),
-        max_new_tokens=int(max_new),
-        audio_cap=control_number(audio_cap, "audio cap", defaults.audio_cap, problems),
-        k_mode=str(k_mode) if k_mode else K_MODES[0],
-        problem=f"Budget controls not usable: {'; '.join(problems)}" if problems else "",
-    )
 
 
 # ---------------------------------------------------------------- views
@@ -182,7 +148,7 @@ def budget_rows(state: StudioState) -> list[tuple[str, dict[str, int]]]:
     if state.video is not None:
         rows += figures.video_budget_rows(state.video)
     if state.images or state.audio is not None or not rows:
-        rows.append(("all media", views.totals(state)))
+        rows.append(("all media", totals(state)))
     return rows
 
 

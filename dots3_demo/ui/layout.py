@@ -5,8 +5,8 @@ records' components in one step (``_setup_events``), the way Gradio's own ``Chat
 ``_render_*`` apart from ``_setup_events``.
 
 Controls that reach a callback together are one record whose field names are the keyword names of
-the function that reads them (:class:`BudgetControls` → ``handlers.settings_from_controls``,
-:class:`ChatControls` → ``chat.settings_from_controls``). The record gives the event its input list
+the function that reads them (:class:`BudgetControls` → ``video_settings_from_controls``,
+:class:`ChatControls` → ``chat_settings_from_controls``). The record gives the event its input list
 (:meth:`Record.components`, in field order) and the callback turns the values back into keywords
 (:meth:`Record.named`), so the order lives in one place and a renamed field fails loudly. Gradio's
 set-style inputs (``inputs={…}``) would name them too, but a set has no order, and the public
@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import gradio as gr
 
+from dots3_demo.core.state import new_session
+from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.video import K_MODES
 from dots3_demo.tools.forcing import TOOL_CHOICES
-from dots3_demo.ui import chat, chat_views, handlers, views
-from dots3_demo.ui.state import new_session
+from dots3_demo.ui import chat_views, handlers, views
 
 if TYPE_CHECKING:
     from gradio.components.chatbot import Message, MessageDict
@@ -101,7 +102,7 @@ class QuickSampling:
 
 @dataclass(frozen=True)
 class BudgetControls(Record):
-    """The Budget tab's controls; field names = ``handlers.settings_from_controls``'s parameters."""
+    """The Budget tab's controls; field names = ``video_settings_from_controls``'s parameters."""
 
     seq: gr.Slider
     reserve_auto: gr.Checkbox
@@ -122,7 +123,7 @@ class ModelViews:
 
 @dataclass(frozen=True)
 class ChatControls(Record):
-    """What a chat turn is sent with; field names = ``chat.settings_from_controls``'s parameters.
+    """What a chat turn is sent with; field names = ``chat_settings_from_controls``'s parameters.
     The ``/chat`` API takes them in this order after the message."""
 
     system_prompt: gr.Textbox
@@ -444,7 +445,7 @@ def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens
     """What a turn is sent with: the system prompt, sampling, tools; the tool calls and their results.
     ``quick``: temperature, max tokens and seed placed elsewhere (work layout); else they open the Sampling
     accordion."""
-    system_prompt = gr.Textbox(chat.DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2, max_lines=6,
+    system_prompt = gr.Textbox(DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2, max_lines=6,
                                elem_id="system-prompt")
     title = "Sampling" if quick is None else "More sampling (top-p, top-k, repetition penalty)"
     with gr.Accordion(title, open=False, elem_id="sampling-accordion"):

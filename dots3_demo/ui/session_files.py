@@ -21,12 +21,13 @@ from pathlib import Path
 from gradio.utils import get_upload_folder
 
 from dots3_demo.budget import VideoSettings
+from dots3_demo.core.records import CompareRound
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import ChatSession, StudioState, current_session
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat
-from dots3_demo.ui.state import ChatSession, StudioState, current_session
 from dots3_demo.workbench import record as rec
-from dots3_demo.workbench.records import CompareRound
 
 IMPORTS_FOLDER = "session-imports"  # inside Gradio's cache: each import unpacks into a folder of its own here
 
@@ -52,7 +53,7 @@ class ImportedSession:
 
 
 def export_session(profile: Profile, engine: ChatEngine | None, studio: StudioState, session: ChatSession,
-                   settings: chat.ChatSettings, *, compare: Sequence[CompareRound] = (),
+                   settings: ChatSettings, *, compare: Sequence[CompareRound] = (),
                    out_dir: str | Path | None = None) -> ExportedSession:
     """The session's zip and HTML report (the chat and the ``compare`` rounds), in a new folder under
     ``out_dir`` (default: Gradio's cache, which the page may serve). Raises ``RecordError`` (one line) when a

@@ -12,8 +12,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dots3_demo.core.counts import totals
+from dots3_demo.core.state import StudioState
 from dots3_demo.ui.figures import COLORS
-from dots3_demo.ui.state import StudioState
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -270,19 +271,6 @@ def _row(color: str | None, label: str, detail: str, tokens: str, cls: str = "")
     dot = f'<span class="d3-dot" style="background:{color}"></span>' if color else ""
     return (f'<tr class="{cls}"><td>{dot}{esc(label)}</td><td class="d3-detail">{detail}</td>'
             f'<td class="d3-num">{tokens}</td></tr>')
-
-
-def totals(state: StudioState) -> dict[str, int]:
-    """Prompt tokens by modality over every upload (media only: no question, no chat template)."""
-    text = image = audio = 0
-    if state.video is not None:
-        text += state.video.text_tokens
-        image += state.video.image_pad_tokens
-        audio += state.video.audio_pad_tokens
-    image += sum(r.tokens for _, r in state.images)
-    if state.audio is not None:
-        audio += state.audio.tokens
-    return {"text": text, "image": image, "audio": audio}
 
 
 def summary_html(state: StudioState, profile: Profile) -> str:

@@ -11,7 +11,7 @@ tool calls and figures, the checks and the error. Every block is ``workbench.rep
 from __future__ import annotations
 
 from dots3_demo.workbench import report_html as rh
-from dots3_demo.workbench.batch import PREVIEW_NOTE, EvalResult, EvalRun, Row, plan_tokens, status_word
+from dots3_demo.workbench.eval_results import PREVIEW_NOTE, EvalResult, EvalRun, Row, plan_tokens, status_word
 
 
 def _seconds(value: float | None) -> str:

@@ -2,7 +2,7 @@
 A and B, side by side, and what the researcher judged of it. Plain functions and frozen dataclasses, no Gradio:
 ``ui.compare`` lays the page out and wires it, tests call these directly.
 
-* a setting (:class:`~dots3_demo.workbench.records.TurnSetting`) is read from a column's controls by
+* a setting (:class:`~dots3_demo.core.records.TurnSetting`) is read from a column's controls by
   :func:`read_setting`; :data:`PRESETS` fill both columns from the studio's own settings;
 * :func:`plan_side` plans the panels' media under one setting with the studio's inspector (``inspect_file``, the
   call the video panel makes), so each column's frames, fps, patch cap and tokens are the inspector's own;
@@ -21,31 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
 
-from dots3_demo.engine.media import check_media_limits
-from dots3_demo.engine.protocol import (
-    ChatEngine,
-    EngineUnavailable,
-    RequestRefused,
-    SamplingSettings,
-    TurnDelta,
-    TurnRejected,
-    TurnRequest,
-    TurnStats,
-)
-from dots3_demo.inspection import InspectionError, inspect_file
-from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.profiles import Profile
-from dots3_demo.ui import chat, chat_views, handlers, views
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import MediaItem, StudioState
-from dots3_demo.workbench.records import (
+from dots3_demo.core.counts import totals
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.records import (
     Answer,
     CompareRound,
     CompareSide,
@@ -55,6 +42,29 @@ from dots3_demo.workbench.records import (
     TurnSetting,
     Verdict,
 )
+from dots3_demo.core.reply import Reply, ReplyState
+from dots3_demo.core.settings import chat_settings_from_controls, control_number, video_settings_from_controls
+from dots3_demo.core.state import MediaItem, StudioState
+from dots3_demo.core.turns import (
+    DEFAULT_SYSTEM_PROMPT,
+    build_turn,
+    engine_start,
+    panel_media,
+    user_message,
+)
+from dots3_demo.engine.media import check_media_limits
+from dots3_demo.engine.protocol import (
+    ChatEngine,
+    EngineUnavailable,
+    RequestRefused,
+    SamplingSettings,
+    TurnDelta,
+    TurnRejected,
+    TurnRequest,
+)
+from dots3_demo.inspection import InspectionError, inspect_file
+from dots3_demo.inspection.limits import UploadLimits
+from dots3_demo.profiles import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +92,12 @@ def read_setting(seq: float, reserve_auto: bool, reserve: float, max_new_tokens:
     the engine makes. ``system_prompt`` is sent as it is ("" = none).
     """
     problems: list[str] = []
-    max_new = max(1, int(handlers.control_number(max_new_tokens, "max new tokens", 1024, problems)))
-    video = handlers.settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+    max_new = max(1, int(control_number(max_new_tokens, "max new tokens", 1024, problems)))
+    video = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                             max_new_tokens=max_new, audio_cap=audio_cap, k_mode=k_mode or "")
     if video.problem:
         problems.append(video.problem.removeprefix("Budget controls not usable: "))
-    sampled = chat.settings_from_controls(system_prompt, "", temperature, top_p, top_k, max_new, seed,
+    sampled = chat_settings_from_controls(system_prompt, "", temperature, top_p, top_k, max_new, seed,
                                           repetition_penalty)
     if sampled.problem:
         problems.append(sampled.problem.removeprefix("Check the Sampling panel: ").rstrip("."))
@@ -153,21 +163,21 @@ class SidePlan:
     @property
     def media(self) -> tuple[MediaItem, ...]:
         """The panels' media with this side's inspector numbers (what its figures line checks the engine against)."""
-        return tuple(chat.panel_media(self.studio)) if self.studio is not None else ()
+        return tuple(panel_media(self.studio)) if self.studio is not None else ()
 
     @property
     def figures(self) -> PlanFigures | None:
         state = self.studio
         if state is None:
             return None
-        totals = views.totals(state)
+        counts = totals(state)
         video = state.video
         settings = state.settings
         return PlanFigures(
             frames=len(video.frames) if video else 0, fps=video.solver.effective_fps if video else 0.0,
             patch_cap=video.solver.patch_cap if video else 0,
             frame_size=video.frames[0].decoded_size if video else (0, 0),
-            text=totals["text"], image=totals["image"], audio=totals["audio"],
+            text=counts["text"], image=counts["image"], audio=counts["audio"],
             reserve=settings.effective_reserve, seq=settings.seq,
             sound_kept=bool(video and video.audio.kept), sound=video.audio.reason if video else "",
             chosen_scale=video.solver.chosen_scale if video else 1.0,
@@ -191,7 +201,7 @@ def plan_side(profile: Profile, studio: StudioState, side: Side, read: ReadSetti
         try:
             report = inspect_file(studio.video_path, profile, setting.video, expected="video", limits=limits)
         except InspectionError as exc:
-            return SidePlan(side, setting, error=f"Video {views.name_of(studio.video_path)}: {exc}")
+            return SidePlan(side, setting, error=f"Video {Path(studio.video_path).name}: {exc}")
     return SidePlan(side, setting, studio=replace(studio, settings=setting.video, video=report))
 
 
@@ -280,62 +290,13 @@ def prefer(session: CompareSession, preference: Preference | None, *,
 
 
 # ---------------------------------------------------------------- replies
-ReplyState = Literal["planned", "refused", "waiting", "streaming", "done", "stopped", "failed"]
-
-
-@dataclass(frozen=True)
-class SideReply:
-    """One column's reply as it stands (what its answer and figures line show)."""
-
-    answer: Answer = field(default_factory=Answer)
-    state: ReplyState = "planned"
-    writing_tool_call: bool = False
-    notices: tuple[str, ...] = ()
-
-    @property
-    def stats(self) -> TurnStats:
-        return self.answer.stats or TurnStats()
-
-    @property
-    def finished(self) -> bool:
-        return self.state in ("done", "refused", "failed", "stopped")
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.answer.finish_reason
-
-    def add(self, delta: TurnDelta) -> SideReply:
-        """This reply with ``delta`` applied (text and reasoning are incremental, tool calls are all so far)."""
-        a = self.answer
-        calls = delta.tool_calls if delta.tool_calls or delta.finished else a.tool_calls
-        answer = replace(a, text=a.text + delta.text, reasoning=a.reasoning + delta.reasoning, tool_calls=calls,
-                         finish_reason=delta.finish_reason if delta.finished else None, stats=delta.stats)
-        return SideReply(answer, "done" if delta.finished else "streaming",
-                         writing_tool_call=delta.writing_tool_call and not delta.finished,
-                         notices=self.notices + delta.notices)
-
-    def failed(self, message: str, state: ReplyState = "failed") -> SideReply:
-        return replace(self, answer=replace(self.answer, error=message), state=state, writing_tool_call=False)
-
-    def structural(self, before: SideReply) -> bool:
-        """Shown at once, not paced: the first words, a tool call begun or parsed, the end, a notice."""
-        a, b = self.answer, before.answer
-        return (self.state != before.state or (bool(a.text or a.reasoning) and not (b.text or b.reasoning))
-                or len(a.tool_calls) != len(b.tool_calls) or self.writing_tool_call != before.writing_tool_call
-                or self.notices != before.notices)
-
-    def size(self) -> int:
-        a = self.answer
-        return len(a.text) + len(a.reasoning) + sum(len(c.arguments) for c in a.tool_calls)
-
-
 @dataclass(frozen=True)
 class CompareView:
     """One step of a round, for the page: the session (its last round is this one), both plans, both replies."""
 
     session: CompareSession
     plans: tuple[SidePlan, SidePlan] | None  # None: still planning
-    replies: tuple[SideReply, SideReply]
+    replies: tuple[Reply, Reply]
     status: str  # one line (Markdown) about the round as a whole
     done: bool = False
     new_plans: bool = False  # the plans changed in this step (the page redraws them)
@@ -345,30 +306,30 @@ class CompareView:
         return self.session.last
 
 
-def _round(question: str, studio: StudioState, plans: tuple[SidePlan, SidePlan], replies: tuple[SideReply, SideReply]
+def _round(question: str, studio: StudioState, plans: tuple[SidePlan, SidePlan], replies: tuple[Reply, Reply]
            | None, preset_key: str) -> CompareRound:
     """The round as the session keeps it: each side's setting and plan (its numbers, and the panels' media with
     its inspector numbers, so the round reads again later without inspecting anything) and its answer."""
     a, b = (CompareSide(p.side, p.setting, answer=r.answer if r is not None else None, plan=p.figures,
                         plan_media=p.media, plan_error=p.error)
             for p, r in zip(plans, replies or (None, None), strict=True))
-    return CompareRound(question=question, media=tuple(chat.panel_media(studio)), a=a, b=b, preset=preset_key)
+    return CompareRound(question=question, media=tuple(panel_media(studio)), a=a, b=b, preset=preset_key)
 
 
-def _first_replies(plans: tuple[SidePlan, SidePlan], state: ReplyState) -> tuple[SideReply, SideReply]:
+def _first_replies(plans: tuple[SidePlan, SidePlan], state: ReplyState) -> tuple[Reply, Reply]:
     """Before any answer: a side that cannot be planned is refused (why, in its column); the other is ``state``.
     Each answer starts with its side's setting: the answer keeps what it ran with."""
-    a, b = (SideReply(Answer(setting=p.setting)).failed(p.error, "refused") if p.error
-            else SideReply(Answer(setting=p.setting), state=state) for p in plans)
+    a, b = (Reply(Answer(setting=p.setting)).failed(p.error, "refused") if p.error
+            else Reply(Answer(setting=p.setting), state=state) for p in plans)
     return a, b
 
 
-def _answered(round_: CompareRound, replies: tuple[SideReply, SideReply]) -> CompareRound:
+def _answered(round_: CompareRound, replies: tuple[Reply, Reply]) -> CompareRound:
     return replace(round_, a=replace(round_.a, answer=replies[0].answer), b=replace(round_.b, answer=replies[1].answer))
 
 
 def _plan_status(plans: tuple[SidePlan, SidePlan], studio: StudioState) -> str:
-    if not chat.panel_media(studio):
+    if not panel_media(studio):
         return "No media in the upload panels: the plans hold the question alone."
     bad = [p.side for p in plans if p.error]
     if bad:
@@ -455,49 +416,33 @@ async def merge_streams(streams: Mapping[T, AsyncGenerator[Any, None]]) -> Async
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-START_WAIT_UPDATE_S = 1.0  # how often a round waiting for the engine to load shows the load stage
-
-
-async def engine_start(engine: ChatEngine) -> AsyncGenerator[str, None]:
-    """Start the engine (or join its start), yielding its load stage every second while it loads; raises
-    ``EngineUnavailable`` when it cannot start. The start belongs to the engine: closing this only stops waiting."""
-    starting = asyncio.ensure_future(engine.start())
-    while True:
-        done, _ = await asyncio.wait({starting}, timeout=START_WAIT_UPDATE_S)
-        if done:
-            starting.result()
-            return
-        yield chat_views.loading_line(engine.status) or "starting"
-
-
 def side_turn(session: CompareSession, plan: SidePlan, question: str, default_system: str) -> TurnRequest:
     """The engine request of one side: the panels' media and the question, under the side's setting."""
     studio = plan.studio
     if studio is None:
         raise ValueError(f"side {plan.side} has no plan: {plan.error}")
-    user, _ = chat.user_turn(question, list(plan.media))
     system = plan.setting.system_prompt if plan.setting.system_prompt is not None else default_system
-    messages = ([{"role": "system", "content": system}] if system.strip() else []) + [user]
-    return TurnRequest(session_id=f"{session.session_id}-{plan.side.lower()}", messages=messages,
-                       sampling=plan.setting.sampling, video=plan.setting.video)
+    return build_turn(session_id=f"{session.session_id}-{plan.side.lower()}", system=system,
+                      messages=[user_message(question, plan.media)], sampling=plan.setting.sampling,
+                      video=plan.setting.video)
 
 
 async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioState, session: CompareSession,
                     question: str | None, a: ReadSetting, b: ReadSetting, *, preset_key: str = "",
-                    default_system: str = chat.DEFAULT_SYSTEM_PROMPT, limits: UploadLimits = UploadLimits(),
+                    default_system: str = DEFAULT_SYSTEM_PROMPT, limits: UploadLimits = UploadLimits(),
                     pacer: StreamPacer | None = None) -> AsyncGenerator[CompareView, None]:
     """Plan A and B, then stream both answers at once (two engine requests). Each step is a complete snapshot;
     closing this generator (Stop, a closed tab) closes both engine requests."""
     text = (question or "").strip()
-    idle = (SideReply(), SideReply())
+    idle = (Reply(), Reply())
     if engine is None:
         yield CompareView(session, None, idle, "No engine attached: **Preview plans** shows A and B without "
                           "answers; attach an engine to run them.", done=True)
         return
-    if not text and not chat.panel_media(studio):
+    if not text and not panel_media(studio):
         yield CompareView(session, None, idle, "Type a question (or upload media) first.", done=True)
         return
-    yield CompareView(session, None, (SideReply(state="waiting"), SideReply(state="waiting")), "⏳ planning A and B…")
+    yield CompareView(session, None, (Reply(state="waiting"), Reply(state="waiting")), "⏳ planning A and B…")
     plans = await plan_sides(profile, studio, a, b, limits=limits)
     replies = _first_replies(plans, "waiting")
     round_ = _round(text, studio, plans, replies, preset_key)
@@ -520,14 +465,14 @@ async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioS
     try:
         async with contextlib.aclosing(engine_start(engine)) as loading:
             async for stage in loading:
-                yield CompareView(session, plans, pair, f"⏳ waiting for the engine to load ({views.esc(stage)}); "
+                yield CompareView(session, plans, pair, f"⏳ waiting for the engine to load ({html.escape(stage)}); "
                                   "A and B are sent as soon as the model is ready")
     except EngineUnavailable as exc:
         problem = f"The engine is not available: {exc}"
         pair = (pair[0] if pair[0].state == "refused" else pair[0].failed(problem),
                 pair[1] if pair[1].state == "refused" else pair[1].failed(problem))
         session = with_round(session, _answered(session.rounds[-1], pair), new=False)
-        yield CompareView(session, plans, pair, f"⚠ {views.esc(problem)}", done=True)
+        yield CompareView(session, plans, pair, f"⚠ {html.escape(problem)}", done=True)
         return
     pacer = pacer or StreamPacer(min_interval_s=0.0, max_updates_per_s=float("inf"), render_chars_per_s=float("inf"))
     index = {"A": 0, "B": 1}
@@ -557,22 +502,22 @@ async def run_round(engine: ChatEngine | None, profile: Profile, studio: StudioS
     yield CompareView(session, plans, pair, status, done=True)
 
 
-def recorded_reply(side: CompareSide) -> SideReply:
+def recorded_reply(side: CompareSide) -> Reply:
     """A side of a round as the session keeps it, as its column shows it: planned (a preview), refused (it could
     not be planned or sent), done, failed, or stopped (it neither finished nor failed)."""
     answer = side.answer
     if answer is None:
-        return SideReply(Answer(error=side.plan_error), "refused") if side.plan_error else SideReply()
+        return Reply(Answer(error=side.plan_error), "refused") if side.plan_error else Reply()
     if side.plan_error or (answer.error and answer.stats is None and not (answer.text or answer.reasoning)):
-        return SideReply(answer, "refused" if side.plan_error else "failed")
+        return Reply(answer, "refused" if side.plan_error else "failed")
     state: ReplyState = "done" if answer.finish_reason else "failed" if answer.error else "stopped"
-    return SideReply(answer, state)
+    return Reply(answer, state)
 
 
-def settled(session: CompareSession) -> tuple[SideReply, SideReply]:
+def settled(session: CompareSession) -> tuple[Reply, Reply]:
     """After a round's event ended or was stopped: each side's reply as the session kept it (a side that neither
     finished nor failed was stopped)."""
     last = session.last
     if last is None or is_preview(last):
-        return SideReply(), SideReply()
+        return Reply(), Reply()
     return recorded_reply(last.a), recorded_reply(last.b)

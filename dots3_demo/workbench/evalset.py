@@ -242,12 +242,12 @@ def _video(data: dict[str, Any], defaults: SetDefaults, sampling: SamplingSettin
 
 def _check_with_vllm(sampling: SamplingSettings) -> None:
     """vLLM's own ``SamplingParams`` checks the values (a negative temperature, top_p of 2, …)."""
+    from dots3_demo.core.turns import build_turn
     from dots3_demo.engine.inprocess import build_sampling_params, refusal_types
-    from dots3_demo.engine.protocol import TurnRequest
 
     refused: tuple[type[BaseException], ...] = (*refusal_types(), TypeError)
     try:
-        build_sampling_params(TurnRequest(session_id="eval-check", messages=[], sampling=sampling))
+        build_sampling_params(build_turn(session_id="eval-check", sampling=sampling))
     except refused as exc:
         raise _LineProblem(f"sampling: vLLM refuses it: {one_line(exc)}") from None
 

@@ -43,19 +43,19 @@ from typing import TYPE_CHECKING, Any
 
 from dots3_demo import __version__
 from dots3_demo.budget import VideoSettings
+from dots3_demo.core.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
+from dots3_demo.core.state import ChatSession, MediaItem, StudioState, current_session
 from dots3_demo.engine.protocol import SamplingSettings, ToolCall
 from dots3_demo.errors import InspectionError
 from dots3_demo.inspection import Report
 from dots3_demo.inspection.limits import UploadLimits, parse_file_size
 from dots3_demo.inspection.plan import plan_file
-from dots3_demo.ui.state import ChatSession, MediaItem, StudioState, current_session
 from dots3_demo.workbench import report_html
 from dots3_demo.workbench.codec import DecodeError, from_json, to_json
-from dots3_demo.workbench.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
 
 if TYPE_CHECKING:
+    from dots3_demo.core.settings import ChatSettings
     from dots3_demo.profiles import Profile
-    from dots3_demo.ui.chat import ChatSettings
 
 FORMAT = "dots3-studio-session"
 VERSION = 2  # 2: each reply's setting (Answer.setting), each compare side's plan (CompareSide.plan, plan_media)
@@ -85,7 +85,7 @@ class ZipLimits:
 
 @dataclass(frozen=True)
 class ChatSetup:
-    """The chat's settings as recorded (``ui.chat.ChatSettings`` without its runtime parts)."""
+    """The chat's settings as recorded (``core.settings.ChatSettings`` without its runtime parts)."""
 
     system_prompt: str = ""
     sampling: SamplingSettings = field(default_factory=SamplingSettings)

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dots3_demo.core.records import Answer, Verdict
 from dots3_demo.engine.protocol import ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
-from dots3_demo.workbench.records import Answer, Verdict
 
 if TYPE_CHECKING:
     from PIL import Image

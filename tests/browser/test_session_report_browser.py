@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from dots3_demo.core.records import Answer, ReplyRating
+from dots3_demo.core.state import StudioState, new_session
 from dots3_demo.engine.protocol import ToolCall
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.video import VideoSettings
-from dots3_demo.ui.state import StudioState, new_session
 from dots3_demo.workbench import record as rec
-from dots3_demo.workbench.records import Answer, ReplyRating
 from support import media_factory
 from tests.browser.conftest import recording
 

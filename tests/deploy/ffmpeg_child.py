@@ -44,11 +44,11 @@ def spawn() -> dict:
 
 def ui() -> dict:
     from dots3_demo import ffmpeg
+    from dots3_demo.core.state import initial_state
     from dots3_demo.profiles import load_profile
     from dots3_demo.ui import handlers
     from dots3_demo.ui.app import build_interface
     from dots3_demo.ui.examples import EXAMPLES_DIR, studio_examples
-    from dots3_demo.ui.state import initial_state
 
     example = next(e for e in studio_examples() if e.label == "Video + sound track")
     profile = load_profile()

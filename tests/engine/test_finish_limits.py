@@ -9,14 +9,15 @@ from dataclasses import replace
 
 import pytest
 
+from dots3_demo.core.records import Answer
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine import TurnRequest
 from dots3_demo.engine.protocol import PromptTokens, SamplingSettings, TurnStats
 from dots3_demo.engine.remote import RemoteEngine
 from dots3_demo.engine.stats import finish_words, length_limit
 from dots3_demo.ui import chat, chat_views
-from dots3_demo.ui.state import initial_state, new_session
 from dots3_demo.workbench import report_html
-from dots3_demo.workbench.records import Answer
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.engine.test_remote import Server, _chunk, _serve
 
@@ -69,7 +70,7 @@ def test_in_process_a_reply_cut_by_the_context_says_so():
     double = ScriptedAsyncLLM(["a", "b", "c", "d"], finish_reason="length")
     double.model_config.max_model_len = 20
     engine = scripted_engine(double, max_model_len=20)
-    settings = chat.ChatSettings(min_interval_s=0.0, sampling=SamplingSettings(max_tokens=64))
+    settings = ChatSettings(min_interval_s=0.0, sampling=SamplingSettings(max_tokens=64))
 
     async def main():
         return [v async for v in chat.send_message(engine, initial_state(32768), new_session(), "hi", settings)][-1]

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from dots3_demo import smoke
 from dots3_demo.cli import smoke as smoke_command
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR, load_profile
+from dots3_demo.workbench import smoke
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from dots3_demo.core.state import StudioState, initial_state
+from dots3_demo.core.turns import panel_media
 from dots3_demo.engine.media import check_media_limits
 from dots3_demo.inspection import AudioReport, ImageReport, VideoReport, VideoSettings, inspect_file
 from dots3_demo.profiles import DEFAULT_MM_LIMITS
 from dots3_demo.tools import parse_tools_json
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.examples import EXAMPLES_DIR, StudioExample, example_row, studio_examples
-from dots3_demo.ui.state import StudioState, initial_state
 
 SEQ = 32768
 VIEW_TABS = {"frames", "budget", "interleave", "images", "mel"}
@@ -80,7 +81,7 @@ def test_audio_examples_are_what_the_model_hears(profile, name):
 @pytest.mark.parametrize("example", studio_examples(), ids=lambda e: e.label)
 def test_each_example_loads_through_the_handlers_and_is_a_valid_request(profile, example):
     state = _load(profile, example)
-    media = chat.panel_media(state)
+    media = panel_media(state)
     assert sorted(m.kind for m in media) == sorted(
         (["video"] if example.video else []) + ["image"] * len(example.images) + (["audio"] if example.audio else [])
     )
@@ -96,7 +97,7 @@ def test_switching_examples_replaces_the_media(profile):
     state = None
     for example in studio_examples():
         state = _load(profile, example, state)
-        kinds = {m.kind for m in chat.panel_media(state)}
+        kinds = {m.kind for m in panel_media(state)}
         assert ("video" in kinds) == bool(example.video)
         assert ("image" in kinds) == bool(example.images)
         assert ("audio" in kinds) == bool(example.audio)

@@ -28,16 +28,17 @@ from typing import Any, TypeVar
 
 import pytest
 
+from dots3_demo.core.settings import ChatSettings, chat_settings_from_controls, video_settings_from_controls
+from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.handlers import Outcome, StudioState
-from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from tests.hardening import corpus
 
 SEQ = 32768
 T = TypeVar("T")
-SETTINGS = chat.ChatSettings(min_interval_s=0.0, tools_json=json.dumps(EXAMPLE_TOOLS))
+SETTINGS = ChatSettings(min_interval_s=0.0, tools_json=json.dumps(EXAMPLE_TOOLS))
 OTHER_FIRST, OTHER_SECOND = "first from B", "still there?"
 
 
@@ -281,7 +282,7 @@ def test_budget_controls(case: SettingsCase, media, studios, profile):
     before = studios["full"]
 
     def move_slider() -> Outcome:
-        return handlers.resolve(profile, before, handlers.settings_from_controls(*case.controls))
+        return handlers.resolve(profile, before, video_settings_from_controls(*case.controls))
 
     outcome = asyncio.run(alongside_other_session(world, lambda: asyncio.to_thread(move_slider)))
     if case.verdict == "refused":
@@ -294,7 +295,7 @@ def test_budget_controls(case: SettingsCase, media, studios, profile):
         assert outcome.state.video.solver.seq == outcome.state.settings.seq == int(case.controls[0])
         _assert_only_own_panel_changed(before, outcome.state, OWNED["video"])
     # a video uploaded with the same controls is refused for the same reason, or inspected
-    settings = handlers.settings_from_controls(*case.controls)
+    settings = video_settings_from_controls(*case.controls)
     upload = handlers.load_video(profile, before, str(media["clip.mp4"]), settings)
     assert (upload.error is None) == (case.verdict == "accepted")
 
@@ -419,7 +420,7 @@ def _with_controls(**changes: Any):
                     seed=-1, repetition_penalty=1.0)
 
     def act(world: World, session: ChatSession) -> AsyncIterator[chat.ChatView]:
-        settings = chat.settings_from_controls(**{**controls, **changes}, min_interval_s=0.0)
+        settings = chat_settings_from_controls(**{**controls, **changes}, min_interval_s=0.0)
         return chat.send_message(world.engine, world.studios["plain"], session, "hello", settings)
     return act
 

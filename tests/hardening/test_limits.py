@@ -19,6 +19,8 @@ import pytest
 
 from dots3_demo import vllm_compat
 from dots3_demo.cli.limits import limits_from_args
+from dots3_demo.core.state import StudioState, initial_state
+from dots3_demo.core.turns import panel_media
 from dots3_demo.inspection import InspectionError, inspect_file
 from dots3_demo.inspection import audio as audio_module
 from dots3_demo.inspection import image as image_module
@@ -32,8 +34,7 @@ from dots3_demo.inspection.limits import (
     parse_resolution,
 )
 from dots3_demo.inspection.probe import MediaProbe
-from dots3_demo.ui import chat, handlers
-from dots3_demo.ui.state import StudioState, initial_state
+from dots3_demo.ui import handlers
 from support import media_factory
 from tests.inspection.conftest import run_cli
 
@@ -254,7 +255,7 @@ def test_handlers_refuse_and_keep_the_session(profile, files, session, no_decodi
 
 def test_a_refused_upload_never_reaches_the_chat(profile, files, session, no_decoding):
     outcome = handlers.load_video(profile, session, str(files["long.mp4"]), session.settings, limits=DEFAULT)
-    sent = {m.path for m in chat.panel_media(outcome.state)}
+    sent = {m.path for m in panel_media(outcome.state)}
     assert str(files["long.mp4"]) not in sent
     assert sent == {str(files["short.mp4"]), str(files["photo.png"]), str(files["tone.wav"])}
 

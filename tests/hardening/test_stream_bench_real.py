@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dots3_demo.core.records import Answer
+from dots3_demo.core.reply import Reply
 from dots3_demo.engine.protocol import TurnStats
-from dots3_demo.ui import chat, chat_views
+from dots3_demo.ui import chat_views
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,9 +28,9 @@ def bench():
 
 
 def _figures(tokens_per_s, output_tokens, finished=True, finish_reason="length") -> str:
-    reply = chat._Reply()
-    reply.stats = TurnStats(ttft_s=0.12, tokens_per_s=tokens_per_s, output_tokens=output_tokens)
-    reply.finished, reply.finish_reason = finished, finish_reason if finished else None
+    stats = TurnStats(ttft_s=0.12, tokens_per_s=tokens_per_s, output_tokens=output_tokens)
+    reply = Reply(Answer(stats=stats, finish_reason=finish_reason if finished else None),
+                  "done" if finished else "streaming")
     return chat_views.figures_md(reply, ())
 
 

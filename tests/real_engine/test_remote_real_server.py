@@ -16,13 +16,14 @@ import urllib.request
 
 import pytest
 
+from dots3_demo.core.settings import chat_settings_from_controls
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine import RequestRefused, TurnRequest
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.engine.remote import MM_KWARGS_REFUSED, RemoteEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat
 from dots3_demo.ui.app import default_max_tokens
-from dots3_demo.ui.state import initial_state, new_session
 from support import servers
 
 pytestmark = pytest.mark.real_engine
@@ -50,7 +51,7 @@ async def replies(engine, message: str, **settings):
     engine_ready = RemoteEngine(engine) if isinstance(engine, str) else engine
     views = [view async for view in chat.send_message(engine_ready, initial_state(MAX_MODEL_LEN),
                                                       new_session(), message,
-                                                      chat.settings_from_controls("", **settings))]
+                                                      chat_settings_from_controls("", **settings))]
     await engine_ready.shutdown()
     return views
 

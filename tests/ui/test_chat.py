@@ -9,12 +9,13 @@ from dataclasses import replace
 import gradio as gr
 import pytest
 
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolCall
 from dots3_demo.ui import build_interface, chat, chat_views
 from dots3_demo.ui.app import chat_concurrency, queue_size
-from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_clip, make_png
 
@@ -35,8 +36,8 @@ def _engine(double: ScriptedAsyncLLM) -> InProcessEngine:
     return InProcessEngine(_Args(), engine_factory=lambda args: double)
 
 
-def _settings(**kwargs) -> chat.ChatSettings:
-    return replace(chat.ChatSettings(min_interval_s=0.0), **kwargs)
+def _settings(**kwargs) -> ChatSettings:
+    return replace(ChatSettings(min_interval_s=0.0), **kwargs)
 
 
 def _run(agen) -> list[chat.ChatView]:
@@ -194,7 +195,7 @@ def test_media_multi_turn_budget_and_system_prompt(studio, profile, png):
     report = inspect_file(str(png), profile, expected="image")
     with_image = replace(studio, images=((str(png), report),),
                          settings=replace(studio.settings, seq=8192, output_reserve=512, audio_cap=0.5, k_mode="whole"))
-    settings = _settings(system_prompt="Be brief.", sampling=replace(chat.ChatSettings().sampling, max_tokens=300))
+    settings = _settings(system_prompt="Be brief.", sampling=replace(ChatSettings().sampling, max_tokens=300))
     one = _run(chat.send_message(engine, with_image, new_session(), "what is this?", settings))[-1]
     shown_user = [m for m in one.session.display if m["role"] == "user"]
     assert shown_user[0]["content"]["path"] == str(png) and shown_user[1]["content"] == "what is this?"

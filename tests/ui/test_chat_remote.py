@@ -11,10 +11,11 @@ import asyncio
 import json
 from dataclasses import replace
 
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.remote import RemoteEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat
-from dots3_demo.ui.state import initial_state, new_session
 from tests.engine.test_remote import Server, _chunk, _serve
 
 SEQ = 32768
@@ -43,8 +44,8 @@ class _TwoTurnServer(Server):
         return await super().chat(request)
 
 
-def _settings(**kwargs) -> chat.ChatSettings:
-    return replace(chat.ChatSettings(min_interval_s=0.0), **kwargs)
+def _settings(**kwargs) -> ChatSettings:
+    return replace(ChatSettings(min_interval_s=0.0), **kwargs)
 
 
 async def _collect(agen) -> list[chat.ChatView]:

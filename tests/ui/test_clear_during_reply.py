@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.state import ChatSession, clear_session, current_session, initial_state, new_session
 from dots3_demo.ui import layout
 from dots3_demo.ui.app import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import ChatSession, clear_session, current_session, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 CONTROLS = layout.ChatControls.ordered({

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from dots3_demo.core.settings import ChatSettings, video_settings_from_controls
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.chat_views import ENGINE_HELP
 from dots3_demo.ui.handlers import VIEW_KEYS
-from dots3_demo.ui.state import initial_state, new_session
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_preview_marks_approximate_numbers(profile, loaded):
 
 
 def test_seq_change_resolves(profile, loaded):
-    small = handlers.settings_from_controls(2048, True, 0, 0, 1.0, "eval_ek")
+    small = video_settings_from_controls(2048, True, 0, 0, 1.0, "eval_ek")
     outcome = handlers.resolve(profile, loaded.state, small)
     assert outcome.error is None, outcome.error
     assert outcome.state.settings.seq == 2048
@@ -68,7 +69,7 @@ def test_seq_change_resolves(profile, loaded):
 
 
 def test_explicit_reserve_and_max_new_tokens(profile, loaded):
-    settings = handlers.settings_from_controls(8192, False, 1024, 3000, 1.0, "whole")
+    settings = video_settings_from_controls(8192, False, 1024, 3000, 1.0, "whole")
     outcome = handlers.resolve(profile, loaded.state, settings)
     assert outcome.error is None
     assert outcome.state.video.solver.effective_reserve == 3000
@@ -90,7 +91,7 @@ def test_image_in_video_panel_is_refused(profile, loaded, photo):
 
 
 def test_invalid_settings_keep_prior_state(profile, loaded):
-    settings = handlers.settings_from_controls(4096, False, 4096, 0, 1.0, "eval_ek")
+    settings = video_settings_from_controls(4096, False, 4096, 0, 1.0, "eval_ek")
     outcome = handlers.resolve(profile, loaded.state, settings)
     assert outcome.error and "leaves no room" in outcome.error
     assert outcome.state is loaded.state and outcome.views == {}
@@ -98,7 +99,7 @@ def test_invalid_settings_keep_prior_state(profile, loaded):
 
 def test_settings_without_video_update_budget_only(profile):
     state = initial_state(16384)
-    outcome = handlers.resolve(profile, state, handlers.settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
+    outcome = handlers.resolve(profile, state, video_settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
     assert outcome.error is None
     assert set(outcome.views) == {"summary", "budget_plot", "reserve"}
     assert outcome.state.settings.seq == 8192
@@ -159,7 +160,7 @@ def test_initial_views_cover_every_output(profile):
 
 def test_chat_without_engine_explains_how_to_attach(profile):
     async def collect():
-        views = chat.send_message(None, initial_state(1024), new_session(), "hi", chat.ChatSettings())
+        views = chat.send_message(None, initial_state(1024), new_session(), "hi", ChatSettings())
         return [view.history async for view in views]
 
     (history,) = asyncio.run(collect())

@@ -13,10 +13,10 @@ import gradio as gr
 import pytest
 
 from dots3_demo import vllm_compat
+from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers
-from dots3_demo.ui.state import initial_state
 
 SEQ = 8192
 CONTROLS = (SEQ, True, 0, 0, 1.0, "eval_ek")

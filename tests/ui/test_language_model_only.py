@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.args import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.app import _emit
-from dots3_demo.ui.state import initial_state, new_session
 from tests.ui.test_chat import SEQ, _Args, _settings
 
 MODEL = "assets/preview_profile"

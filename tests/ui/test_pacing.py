@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import gradio as gr
 
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import app as ui_app
 from dots3_demo.ui import chat, layout
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 SEQ = 32768
@@ -46,7 +47,7 @@ def test_interval_grows_with_the_reply_length_up_to_a_cap():
 def test_a_long_reply_sends_fewer_updates_and_loses_nothing():
     chunk = "x" * 500
     double = ScriptedAsyncLLM([chunk] * 80, delay_s=0.005)  # 40,000 characters in about 0.4 s
-    settings = replace(chat.ChatSettings(), pacer=StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9,
+    settings = replace(ChatSettings(), pacer=StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9,
                                                                render_chars_per_s=100_000))
 
     async def main():
@@ -71,7 +72,7 @@ def test_streaming_counter_survives_errors():
 
 def _count_views(pacer: StreamPacer, deltas: int) -> list[chat.ChatView]:
     double = ScriptedAsyncLLM([f"w{i} " for i in range(deltas)], delay_s=0.002)
-    settings = replace(chat.ChatSettings(), pacer=pacer)
+    settings = replace(ChatSettings(), pacer=pacer)
 
     async def main():
         agen = chat.send_message(_engine(double), initial_state(SEQ), new_session(), "hi", settings)

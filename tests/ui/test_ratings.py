@@ -12,13 +12,13 @@ from dataclasses import replace
 import gradio as gr
 import pytest
 
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.records import Answer, ReplyRating
+from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, chat_views, layout
 from dots3_demo.ui.app import SETTLE_OUTPUTS, on_chat_settle, on_pick_reply, on_regenerate_from
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import ChatSession, initial_state, new_session
-from dots3_demo.workbench.records import Answer, ReplyRating
 from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_png
 from tests.ui.test_chat import TOOL_SCRIPT, _engine, _settings

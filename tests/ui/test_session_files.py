@@ -15,15 +15,17 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from dots3_demo.core.records import CompareRound, CompareSide, ReplyRating, TurnSetting
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import StudioState, new_session
+from dots3_demo.core.turns import new_media
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, layout, session_files
 from dots3_demo.ui.app import IMPORT_OUTPUTS
-from dots3_demo.ui.state import StudioState, new_session
 from dots3_demo.workbench.compare import CompareSession, new_compare_session
-from dots3_demo.workbench.records import CompareRound, CompareSide, ReplyRating, TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_chat import TOOL_SCRIPT
 
@@ -67,8 +69,8 @@ def fns(demo):
 
 
 @pytest.fixture(scope="module")
-def settings() -> chat.ChatSettings:
-    return chat.ChatSettings(system_prompt="Be brief.", tools_json=json.dumps(EXAMPLE_TOOLS), min_interval_s=0.0,
+def settings() -> ChatSettings:
+    return ChatSettings(system_prompt="Be brief.", tools_json=json.dumps(EXAMPLE_TOOLS), min_interval_s=0.0,
                              sampling=SamplingSettings(temperature=0.2, top_k=20, max_tokens=256, seed=7),
                              tool_choice="auto")
 
@@ -186,7 +188,7 @@ def test_after_import_the_chat_goes_on_and_regenerates_from_any_reply(exported, 
     # the panel shows the imported clip (inspected again): it was sent already, so it is not attached again
     studio = StudioState(settings=BUDGET, video_path=video,
                          video=inspect_file(video, profile, BUDGET, expected="video"))
-    assert chat.new_media(studio, restored) == []
+    assert new_media(studio, restored) == []
     again = _last(chat.regenerate_from(engine, studio, restored, 1, settings)).session
     assert [m["role"] for m in again.messages] == ["user", "assistant", "tool", "assistant"]
     assert again.messages[-1]["content"] == "It is 21 °C in Paris." and again.ratings == ()

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from dots3_demo.core.records import Answer
+from dots3_demo.core.reply import Reply
+from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.engine.protocol import TurnStats
 from dots3_demo.ui import chat_views, layout
 from dots3_demo.ui.app import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
-from dots3_demo.ui.state import ChatSession, initial_state, new_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_clear_during_reply import CONTROLS, pacer
 
@@ -95,10 +97,9 @@ def test_a_finished_reply_keeps_its_finish_and_a_refusal_its_message_after_settl
     assert settled["figures"] == refused["figures"] and "temperature" in settled["figures"]
 
 
-class _Reply:
-    def __init__(self, finished: bool, finish_reason: str | None) -> None:
-        self.stats, self.finished, self.finish_reason, self.notices = TurnStats(output_tokens=3), finished, \
-            finish_reason, ()
+def _Reply(finished: bool, finish_reason: str | None) -> Reply:
+    return Reply(Answer(stats=TurnStats(output_tokens=3), finish_reason=finish_reason),
+                 "done" if finished else "streaming")
 
 
 def test_the_stopped_line_of_a_reply_that_had_finished_is_its_finish():

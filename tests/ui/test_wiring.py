@@ -5,10 +5,11 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
+from dots3_demo.core.settings import chat_settings_from_controls, video_settings_from_controls
+from dots3_demo.core.state import initial_state
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, chat_views, handlers
 from dots3_demo.ui.app import on_settings, on_video
-from dots3_demo.ui.state import initial_state
 
 SEQ = 12288
 
@@ -117,22 +118,21 @@ def _parameters(fn) -> list[str]:
 
 def test_budget_callbacks_take_the_budget_controls_by_their_names():
     """Gradio passes an event's inputs in order: the order of ``BudgetControls``' fields, which are also
-    the parameter names of the callbacks and of ``handlers.settings_from_controls``."""
+    the parameter names of the callbacks and of ``video_settings_from_controls``."""
     from dots3_demo.ui.layout import BudgetControls
 
     names = list(BudgetControls.names())
     assert _parameters(on_video)[3:3 + len(names)] == names  # after profile, state, the video
     assert _parameters(on_settings)[2:2 + len(names)] == names  # after profile, state
-    assert _parameters(handlers.settings_from_controls) == names
+    assert _parameters(video_settings_from_controls) == names
 
 
 def test_chat_controls_are_read_by_name(demo):
-    from dots3_demo.ui import chat
+    from dots3_demo.core.pacing import StreamPacer
     from dots3_demo.ui.app import _chat_settings
     from dots3_demo.ui.layout import ChatControls, ChatStream
-    from dots3_demo.ui.pacing import StreamPacer
 
-    assert list(ChatControls.names()) == _parameters(chat.settings_from_controls)[:len(ChatControls.names())]
+    assert list(ChatControls.names()) == _parameters(chat_settings_from_controls)[:len(ChatControls.names())]
     values = {"system_prompt": "be brief", "tools_json": "", "temperature": 0.3, "top_p": 0.9, "top_k": 5,
               "max_tokens": 77, "seed": 11, "repetition_penalty": 1.1, "tool_choice": "required"}
     settings = _chat_settings(StreamPacer(), tuple(values[name] for name in ChatControls.names()))

@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import pytest
 
+from dots3_demo.core.records import Answer
 from dots3_demo.engine.protocol import PromptTokens, ToolCall, TurnStats
 from dots3_demo.workbench.codec import DecodeError, from_json, to_json
-from dots3_demo.workbench.records import Answer
 
 
 @dataclass(frozen=True)

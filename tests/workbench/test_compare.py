@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
+from dots3_demo.core.records import TurnSetting
+from dots3_demo.core.state import StudioState, initial_state
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.ui import handlers
-from dots3_demo.ui.state import StudioState, initial_state
 from dots3_demo.workbench import compare
 from dots3_demo.workbench.compare import CompareSession, ReadSetting, new_compare_session
-from dots3_demo.workbench.records import TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.workbench.stopping import stop_and_wait_for_aborts
 

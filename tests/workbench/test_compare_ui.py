@@ -9,14 +9,14 @@ import contextlib
 import gradio as gr
 import pytest
 
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.ui import build_interface, handlers, layout
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.compare import CompareStream, SettingControls
-from dots3_demo.ui.pacing import StreamPacer
-from dots3_demo.ui.state import initial_state
 from dots3_demo.workbench import compare
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_wiring import _by_id, _fn

@@ -20,9 +20,10 @@ import pytest
 
 from dots3_demo.cli import engine as cli_engine
 from dots3_demo.cli.eval import main_eval
+from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR
-from dots3_demo.ui.chat import DEFAULT_SYSTEM_PROMPT
-from dots3_demo.workbench.batch import BatchSettings, EvalRun, Progress, evaluate
+from dots3_demo.workbench.batch import Progress, evaluate
+from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
 from support import media_factory
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 

@@ -16,7 +16,7 @@ import pytest
 
 from dots3_demo.cli.eval import build_parser, main_eval
 from dots3_demo.cli.inspect import add_inspect_arguments, run_inspect
-from dots3_demo.workbench.batch import PREVIEW_NOTE
+from dots3_demo.workbench.eval_results import PREVIEW_NOTE
 from support import media_factory
 from tests.workbench.htmlcheck import assert_inert, parse
 

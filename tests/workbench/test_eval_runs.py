@@ -25,7 +25,8 @@ from dots3_demo.cli import engine as cli_engine
 from dots3_demo.cli.eval import main_eval
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR
-from dots3_demo.workbench.batch import BatchSettings, Progress, evaluate
+from dots3_demo.workbench.batch import Progress, evaluate
+from dots3_demo.workbench.eval_results import BatchSettings
 from support import media_factory
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.engine.test_remote import Server, _chunk

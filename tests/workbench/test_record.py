@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from dots3_demo.core.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import MediaItem, StudioState, new_session
 from dots3_demo.engine.protocol import PromptTokens, SamplingSettings, TurnStats
 from dots3_demo.inspection.plan import plan_file
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat
-from dots3_demo.ui.state import MediaItem, StudioState, new_session
 from dots3_demo.workbench import record as rec
-from dots3_demo.workbench.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.workbench.conftest import SETTINGS
 from tests.workbench.htmlcheck import assert_inert
@@ -51,8 +52,8 @@ def studio(workbench_media, workbench_reports) -> StudioState:
 
 
 @pytest.fixture(scope="module")
-def settings() -> chat.ChatSettings:
-    return chat.ChatSettings(system_prompt="Be brief <b>.", tools_json=json.dumps(EXAMPLE_TOOLS), min_interval_s=0.0,
+def settings() -> ChatSettings:
+    return ChatSettings(system_prompt="Be brief <b>.", tools_json=json.dumps(EXAMPLE_TOOLS), min_interval_s=0.0,
                              sampling=SamplingSettings(temperature=0.2, max_tokens=256, seed=7))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dots3_demo.ui.state import MediaItem, StudioState, new_session
+from dots3_demo.core.state import MediaItem, StudioState, new_session
 from dots3_demo.workbench import record as rec
 from tests.workbench.conftest import SETTINGS
 

@@ -13,15 +13,16 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from dots3_demo.core.records import TurnSetting
+from dots3_demo.core.settings import ChatSettings
+from dots3_demo.core.state import StudioState, initial_state, new_session
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.ui import app, chat, handlers
 from dots3_demo.ui import compare as compare_ui
-from dots3_demo.ui.state import StudioState, initial_state, new_session
 from dots3_demo.workbench import compare
 from dots3_demo.workbench import record as rec
 from dots3_demo.workbench.compare import new_compare_session
-from dots3_demo.workbench.records import TurnSetting
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.workbench.htmlcheck import assert_inert
 
@@ -52,7 +53,7 @@ def two_replies(studio):
     """Two replies: max tokens 2,000, temperature 0.2 and "Be brief." for the first; 200, 0.9, "Be long." and
     tool choice "required" (with a tool) for the second."""
     engine = scripted_engine(ScriptedAsyncLLM(lambda _input: ["Fine", " words."]))
-    first = chat.ChatSettings(system_prompt="Be brief.", min_interval_s=0.0,
+    first = ChatSettings(system_prompt="Be brief.", min_interval_s=0.0,
                               sampling=SamplingSettings(temperature=0.2, max_tokens=2000, seed=7))
     tool = [{"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}}]
     second = replace(first, system_prompt="Be long.", tools_json=json.dumps(tool), tool_choice="required",

@@ -8,10 +8,10 @@ import re
 
 from PIL import Image
 
+from dots3_demo.core.records import Answer
 from dots3_demo.engine.protocol import PromptTokens, ToolCall, TurnStats
 from dots3_demo.inspection import report_to_json
 from dots3_demo.workbench import report_html
-from dots3_demo.workbench.records import Answer
 from tests.workbench.htmlcheck import assert_inert, parse
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> "quoted" \'single\' http://evil.example/x'

@@ -37,12 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dots3_demo.budget import VideoSettings
+from dots3_demo.core.counts import token_pairs
+from dots3_demo.core.records import MediaItem
+from dots3_demo.core.reply import Reply
+from dots3_demo.core.turns import build_turn, user_message
 from dots3_demo.engine.protocol import (
     ChatEngine,
     EngineUnavailable,
     PromptTokens,
     SamplingSettings,
-    TurnDelta,
     TurnRejected,
     TurnRequest,
 )
@@ -349,14 +352,13 @@ def exit_status(report: SmokeReport) -> int:
 
 def count_rows(turn: str, prompt: PromptTokens, media: Sequence[Any]) -> tuple[CountRow, ...]:
     """The engine's ``prompt`` against the inspector's ``media`` (the chat's ``MediaItem``s)."""
-    from dots3_demo.ui.chat_views import token_pairs
-
     rows = [CountRow(turn, p.label, p.engine, p.inspector, p.markers) for p in token_pairs(prompt, tuple(media))]
     return (*rows, CountRow(turn, "text", prompt.text))
 
 
-def lifecycle_problems(turn: SmokeTurn, final: TurnDelta | None) -> tuple[str, ...]:
-    """What went wrong with a turn's stream, given its last delta (empty: it ran its course)."""
+def lifecycle_problems(turn: SmokeTurn, final: Reply | None) -> tuple[str, ...]:
+    """What went wrong with a turn's stream, given its reply at the end (None: the engine sent nothing; empty: it
+    ran its course)."""
     if final is None:
         return ("the engine streamed nothing",)
     problems = []
@@ -382,8 +384,6 @@ def lifecycle_problems(turn: SmokeTurn, final: TurnDelta | None) -> tuple[str, .
 
 def media_item(kind: str, path: Path, report: Any) -> Any:
     """The chat's ``MediaItem`` for an inspected file (the numbers the chat compares against)."""
-    from dots3_demo.ui.state import MediaItem
-
     if kind == "video":
         return MediaItem("video", str(path), tokens=report.prompt_tokens, frame_tokens=report.image_pad_tokens,
                          audio_tokens=report.audio_pad_tokens)
@@ -392,13 +392,10 @@ def media_item(kind: str, path: Path, report: Any) -> Any:
 
 def turn_request(turn: SmokeTurn, items: Sequence[Any], seq: int, copy: int = 0) -> TurnRequest:
     """The chat's own user message for ``turn``; greedy sampling; the video planned against ``seq``."""
-    from dots3_demo.ui.chat import user_turn
-
-    message, _ = user_turn(turn.prompt, list(items))
-    return TurnRequest(
+    return build_turn(
         session_id=f"smoke-{turn.name.replace(' ', '-')}-{copy}",
-        messages=[message],
-        tools=list(turn.tools),
+        messages=[user_message(turn.prompt, items)],
+        tools=turn.tools,
         sampling=SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=turn.max_tokens, seed=0),
         video=VideoSettings(seq=seq),
         tool_choice=turn.tool_choice,
@@ -455,13 +452,13 @@ async def run_turn(engine: ChatEngine, turn: SmokeTurn, profile: Any, *, seq: in
     )
 
 
-async def _stream(engine: ChatEngine, request: TurnRequest) -> TurnDelta | None:
-    """Stream one request to its end; its last delta."""
-    final: TurnDelta | None = None
+async def _stream(engine: ChatEngine, request: TurnRequest) -> Reply | None:
+    """Stream one request to its end; the reply then (None: the engine sent nothing)."""
+    reply: Reply | None = None
     async with contextlib.aclosing(engine.stream_turn(request)) as stream:
         async for delta in stream:
-            final = delta
-    return final
+            reply = (reply or Reply(state="streaming")).add(delta)
+    return reply
 
 
 async def run_smoke(engine: ChatEngine, profile: Any, turns: Sequence[SmokeTurn], *, seq: int,

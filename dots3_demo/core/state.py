@@ -1,11 +1,12 @@
-"""A browser session's state (plain dataclasses; no Gradio): what ``gr.State`` keeps between events.
+"""A browser session's state (plain dataclasses; no Gradio): what the page's ``gr.State`` keeps between events.
 
 * :class:`StudioState` — the uploads and their inspection reports (``handlers`` fills it, ``views``
   draws it, ``chat`` sends its media);
 * :class:`ChatSession` — the conversation (``chat`` streams into it, ``chat_views`` shows it), with
   its :class:`MediaItem` uploads and the :class:`ChatClears` count it shares with every version of it.
 
-Every module of the UI reads these; this one imports none of them.
+The chat, compare and the session record read these; this module imports only the engine's and the
+inspector's shapes and :mod:`dots3_demo.core.records`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from dots3_demo.core.records import Answer, MediaItem, ReplyRating
 from dots3_demo.engine.protocol import ToolCall
 from dots3_demo.inspection.audio import AudioReport
 from dots3_demo.inspection.image import ImageReport
 from dots3_demo.inspection.video import VideoReport, VideoSettings
-from dots3_demo.workbench.records import Answer, ReplyRating
 
 
 # ---------------------------------------------------------------- the uploads
@@ -41,17 +42,6 @@ def initial_state(seq: int) -> StudioState:
 
 
 # ---------------------------------------------------------------- the conversation
-@dataclass(frozen=True)
-class MediaItem:
-    """One upload attached to a user turn, with the inspector's token counts for it."""
-
-    kind: str  # "image" | "audio" | "video"
-    path: str
-    tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
-    frame_tokens: int = 0  # video only: image pads
-    audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
-
-
 class ChatClears:
     """How many times a browser session's chat was cleared: the one mutable part of its ``ChatSession``,
     shared by every version of it (``replace`` keeps the reference).

@@ -2,24 +2,32 @@
 ended (:class:`Answer`, with its setting) and one compare round (:class:`CompareRound`: the same media and question
 under settings A and B, with each side's plan).
 
-The chat (``ui.state.ChatSession``: its ``answers`` and ``ratings``), compare, the session record (zip and HTML)
+The chat (``core.state.ChatSession``: its ``answers`` and ``ratings``), compare, the session record (zip and HTML)
 and batch evaluation all carry these from where they are born to where they are shown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from dots3_demo.budget import VideoSettings
 from dots3_demo.engine.protocol import SamplingSettings, ToolCall, TurnRequest, TurnStats
 
-if TYPE_CHECKING:
-    from dots3_demo.ui.state import MediaItem  # ui.state holds this module's Answer and ReplyRating
-
 Verdict = Literal["up", "down"]
 Side = Literal["A", "B"]
 Preference = Literal["A", "B", "tie"]
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One upload attached to a user turn, with the inspector's token counts for it."""
+
+    kind: str  # "image" | "audio" | "video"
+    path: str
+    tokens: int = 0  # image / audio: embeddings; video: the whole expanded span
+    frame_tokens: int = 0  # video only: image pads
+    audio_tokens: int = 0  # video only: audio pads (0 = sound track dropped)
 
 
 @dataclass(frozen=True)
