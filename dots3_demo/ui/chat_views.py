@@ -268,6 +268,26 @@ def _gist(message: dict[str, Any]) -> str:
     return text if len(text) <= REPLY_GIST_CHARS else text[:REPLY_GIST_CHARS - 1] + "…"
 
 
+def reply_number(reply: Any) -> int | None:
+    """The reply picker's value as a reply number (an API call may send text or nothing)."""
+    try:
+        return int(reply)
+    except (TypeError, ValueError):
+        return None
+
+
+def picked_reply(session: ChatSession, reply: int | None = None) -> int | None:
+    """The reply the picker shows: ``reply`` when the conversation has it, else the latest (None: no reply)."""
+    count = session.reply_count
+    return reply if reply is not None and 0 <= reply < count else (count - 1 if count else None)
+
+
+def note_of(session: ChatSession, reply: Any) -> str:
+    """The note on reply ``reply`` (the picker's value), "" when it has none."""
+    number = reply_number(reply)
+    return next((r.note for r in session.ratings if r.reply == number), "")
+
+
 def reply_choices(session: ChatSession) -> list[tuple[str, int]]:
     """The reply picker's entries (value: the 0-based reply number): ``reply 2 · 👍 ✎ · Paris is…``."""
     rated = {r.reply: r for r in session.ratings}

@@ -1,5 +1,5 @@
 """Theme, CSS and the page's script (passed to ``launch()``, as Gradio 6 wants), and the scripts two events run
-in the browser (``app._setup_chat``, ``app._setup_rating``)."""
+in the browser (``chat_page.setup_chat_events``, ``chat_page.setup_rating_events``)."""
 
 from __future__ import annotations
 

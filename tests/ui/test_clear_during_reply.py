@@ -9,7 +9,7 @@ import asyncio
 from dots3_demo.core.pacing import StreamPacer
 from dots3_demo.core.state import ChatSession, clear_session, current_session, initial_state, new_session
 from dots3_demo.ui import layout
-from dots3_demo.ui.app import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
+from dots3_demo.ui.chat_page import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 CONTROLS = layout.ChatControls.ordered({

@@ -9,7 +9,7 @@ from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.args import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import chat, handlers
-from dots3_demo.ui.app import _emit
+from dots3_demo.ui.inspect_page import _emit
 from tests.ui.test_chat import SEQ, _Args, _settings
 
 MODEL = "assets/preview_profile"

@@ -12,7 +12,7 @@ from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import app as ui_app
-from dots3_demo.ui import chat, layout
+from dots3_demo.ui import chat, chat_page, layout
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
 SEQ = 32768
@@ -102,7 +102,7 @@ def test_streamed_steps_carry_no_component_updates():
     pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=1e9, render_chars_per_s=1e9)
 
     async def main():
-        agen = ui_app.on_chat(engine, pacer, initial_state(SEQ), new_session(), "hi",
+        agen = chat_page.on_chat(engine, pacer, initial_state(SEQ), new_session(), "hi",
                               "sys", "", 0.7, 0.95, -1, 64, -1, 1.0)
         return [outputs async for outputs in agen]
 
@@ -111,10 +111,10 @@ def test_streamed_steps_carry_no_component_updates():
     assert outputs[0][2] == "" and all(o[2] == gr.skip() for o in outputs[1:])  # box cleared once, then left alone
     assert not any(isinstance(value, gr.components.Component) for o in outputs for value in o)
     held = layout.HeldByReply.names()
-    locked = dict(zip(held, ui_app.lock_send(engine), strict=True))  # Send, rating, regenerate-from, import
+    locked = dict(zip(held, chat_page.lock_send(engine), strict=True))  # Send, rating, regenerate-from, import
     assert all(update["interactive"] is False for update in locked.values())
-    assert ui_app.lock_send(None) == (gr.skip(),) * len(held)
-    settled = dict(zip(ui_app.SETTLE_OUTPUTS, ui_app.on_chat_settle(engine, outputs[-1][1]), strict=True))
+    assert chat_page.lock_send(None) == (gr.skip(),) * len(held)
+    settled = dict(zip(chat_page.SETTLE_OUTPUTS, chat_page.on_chat_settle(engine, outputs[-1][1]), strict=True))
     assert all(settled[name]["interactive"] is True for name in held)
 
 

@@ -12,13 +12,12 @@ from dataclasses import replace
 import gradio as gr
 import pytest
 
-from dots3_demo.core.pacing import StreamPacer
 from dots3_demo.core.records import Answer, ReplyRating
 from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.inspection import inspect_file
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, chat_views, layout
-from dots3_demo.ui.app import SETTLE_OUTPUTS, on_chat_settle, on_pick_reply, on_regenerate_from
+from dots3_demo.ui.chat_page import SETTLE_OUTPUTS, on_chat_settle, on_pick_reply
 from support.doubles import ScriptedAsyncLLM
 from tests.engine.media import make_png
 from tests.ui.test_chat import TOOL_SCRIPT, _engine, _settings
@@ -275,15 +274,14 @@ def test_the_regenerate_from_event(profile, double, studio):
     session = _conversation(double, studio, "alpha", "bravo")
     demo = build_interface(profile, _engine(double), seq=SEQ)
     fn = next(f for f in demo.fns.values() if f.api_name == "regenerate_from")
-    assert fn.fn.func is on_regenerate_from and fn.concurrency_id == "chat"
+    assert fn.concurrency_id == "chat"
     assert [getattr(b, "elem_id", None) for b in fn.inputs][2:4] == ["rate-reply", "system-prompt"]
     controls = layout.ChatControls.ordered({
         "system_prompt": "", "tools_json": "", "temperature": 0.7, "top_p": 0.95, "top_k": -1, "max_tokens": 64,
         "seed": -1, "repetition_penalty": 1.0, "tool_choice": "auto"})
-    pacer = StreamPacer(min_interval_s=0.0, max_updates_per_s=float("inf"), render_chars_per_s=float("inf"))
 
-    async def main():
-        return [o async for o in on_regenerate_from(_engine(double), pacer, studio, session, 0, *controls)]
+    async def main():  # the event as wired: its engine and the app's pacer bound, the page's inputs in order
+        return [o async for o in fn.fn(studio, session, 0, *controls)]
 
     steps = asyncio.run(main())
     final = dict(zip(layout.ChatStream.names(), steps[-1], strict=True))["session"]

@@ -24,7 +24,7 @@ from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import build_interface, chat, layout, session_files
-from dots3_demo.ui.app import IMPORT_OUTPUTS
+from dots3_demo.ui.record_page import IMPORT_OUTPUTS
 from dots3_demo.workbench.compare import CompareSession, new_compare_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_chat import TOOL_SCRIPT

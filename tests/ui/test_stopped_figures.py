@@ -12,7 +12,7 @@ from dots3_demo.core.reply import Reply
 from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.engine.protocol import TurnStats
 from dots3_demo.ui import chat_views, layout
-from dots3_demo.ui.app import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
+from dots3_demo.ui.chat_page import CLEAR_OUTPUTS, SETTLE_OUTPUTS, on_chat, on_chat_settle, on_clear
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 from tests.ui.test_clear_during_reply import CONTROLS, pacer
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import gradio as gr
 import pytest
 
-from dots3_demo.core.settings import chat_settings_from_controls, video_settings_from_controls
-from dots3_demo.core.state import initial_state
+from dots3_demo.budget import VideoSettings
+from dots3_demo.core.state import initial_state, new_session
+from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, chat_views, handlers
-from dots3_demo.ui.app import on_settings, on_video
+from dots3_demo.ui.layout import BudgetControls, ChatControls, ChatStream
 
 SEQ = 12288
 
@@ -89,10 +92,23 @@ def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as
     assert len(skipped) == len(bad) - 2  # every view output is gr.skip()
 
 
-def test_partials_are_bound_to_the_profile(demo, profile):
-    assert _fn(demo, "inspect_video").fn.func is on_video
-    assert _fn(demo, "set_seq").fn.func is on_settings
-    assert _fn(demo, "inspect_video").fn.args == (profile,)
+def test_the_wired_video_and_budget_events_inspect_with_the_apps_profile(demo, profile, clip_with_audio):
+    """The upload and a Budget control, as wired: the state they leave holds the inspector's report for this app's
+    profile and the settings the Budget controls give, read by name (``BudgetControls``' order)."""
+    session = handlers.new_inspections(initial_state(SEQ))
+    budget = BudgetControls.ordered({"seq": 8192, "reserve_auto": False, "reserve": 1024, "max_new_tokens": 256,
+                                     "audio_cap": 0.5, "k_mode": "whole"})
+    state = _fn(demo, "inspect_video").fn(session, str(clip_with_audio), *budget)[0]
+    settings = VideoSettings(seq=8192, output_reserve=1024, max_new_tokens=256, audio_cap=0.5, k_mode="whole")
+    assert state.settings == settings
+    expected = inspect_file(str(clip_with_audio), profile, settings, expected="video")
+    assert (state.video.prompt_tokens, len(state.video.frames)) == (expected.prompt_tokens, len(expected.frames))
+    reserve_auto = BudgetControls.ordered({"seq": 4096, "reserve_auto": True, "reserve": 0, "max_new_tokens": 0,
+                                           "audio_cap": 1.0, "k_mode": "eval_ek"})
+    again = _fn(demo, "set_seq").fn(session, *reserve_auto)[0]
+    assert again.settings == VideoSettings(seq=4096) and again.video.settings == VideoSettings(seq=4096)
+    assert again.video.prompt_tokens == inspect_file(str(clip_with_audio), profile, VideoSettings(seq=4096),
+                                                     expected="video").prompt_tokens
 
 
 def test_preview_mode_greys_out_every_chat_control(demo):
@@ -110,45 +126,35 @@ def test_with_an_engine_the_chat_controls_are_live(profile):
 
 
 # ---------------------------------------------------------------- inputs wired by name
-def _parameters(fn) -> list[str]:
-    import inspect
+def test_the_wired_chat_sends_the_controls_by_their_names(profile):
+    """The /chat event as wired, its controls given in ``ChatControls``' order (the API's, after the message): the
+    request vLLM gets carries each control where its name says."""
+    from support.doubles import ScriptedAsyncLLM, scripted_engine
 
-    return list(inspect.signature(fn).parameters)
-
-
-def test_budget_callbacks_take_the_budget_controls_by_their_names():
-    """Gradio passes an event's inputs in order: the order of ``BudgetControls``' fields, which are also
-    the parameter names of the callbacks and of ``video_settings_from_controls``."""
-    from dots3_demo.ui.layout import BudgetControls
-
-    names = list(BudgetControls.names())
-    assert _parameters(on_video)[3:3 + len(names)] == names  # after profile, state, the video
-    assert _parameters(on_settings)[2:2 + len(names)] == names  # after profile, state
-    assert _parameters(video_settings_from_controls) == names
-
-
-def test_chat_controls_are_read_by_name(demo):
-    from dots3_demo.core.pacing import StreamPacer
-    from dots3_demo.ui.app import _chat_settings
-    from dots3_demo.ui.layout import ChatControls, ChatStream
-
-    assert list(ChatControls.names()) == _parameters(chat_settings_from_controls)[:len(ChatControls.names())]
+    double = ScriptedAsyncLLM(["ok"])
+    live = build_interface(profile, scripted_engine(double), seq=SEQ)
+    fn = _fn(live, "chat")
+    assert [getattr(b, "elem_id", None) for b in fn.inputs][3:] == [
+        "system-prompt", "tools-json", "temperature", "top-p", "top-k", "max-tokens", "seed", "rep-penalty",
+        "tool-choice"]  # the page's components, in the same order
     values = {"system_prompt": "be brief", "tools_json": "", "temperature": 0.3, "top_p": 0.9, "top_k": 5,
-              "max_tokens": 77, "seed": 11, "repetition_penalty": 1.1, "tool_choice": "required"}
-    settings = _chat_settings(StreamPacer(), tuple(values[name] for name in ChatControls.names()))
-    assert (settings.system_prompt, settings.tool_choice) == ("be brief", "required")
-    assert (settings.sampling.temperature, settings.sampling.top_k, settings.sampling.max_tokens,
-            settings.sampling.seed) == (0.3, 5, 77, 11)
+              "max_tokens": 77, "seed": 11, "repetition_penalty": 1.1, "tool_choice": "auto"}
+
+    async def run():
+        return [step async for step in fn.fn(initial_state(SEQ), new_session(), "hi", *ChatControls.ordered(values))]
+
+    steps = asyncio.run(run())
+    assert len(steps[-1]) == len(ChatStream.names()) == len(fn.outputs)
+    (_, params, _), = double.generated
+    assert (params.temperature, params.top_p, params.top_k, params.max_tokens, params.seed,
+            params.repetition_penalty) == (0.3, 0.9, 5, 77, 11, 1.1)
+    assert double.renderer.calls[0]["conversations"][0][0] == {"role": "system", "content": "be brief"}
     with pytest.raises(TypeError):
         ChatControls.named(tuple(values.values()) + ("one too many",))
-    assert ChatControls.ordered(values) == tuple(values[name] for name in ChatControls.names())
     with pytest.raises(TypeError):
         ChatControls.ordered({**values, "temprature": 0.1})  # a misspelt name fails loudly
-    chat_inputs = [getattr(b, "elem_id", None) for b in _fn(demo, "chat").inputs]
-    assert chat_inputs[3:] == ["system-prompt", "tools-json", "temperature", "top-p", "top-k", "max-tokens", "seed",
-                               "rep-penalty", "tool-choice"]  # the /chat API's order after the message
     for name in ("chat", "regenerate", "tool_result", "run_example_tool"):
-        assert len(_fn(demo, name).outputs) == len(ChatStream.names())
+        assert len(_fn(live, name).outputs) == len(ChatStream.names())
 
 
 def test_the_work_layout_has_the_same_components_and_the_glance(profile, demo):

@@ -18,7 +18,7 @@ from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import StudioState, initial_state, new_session
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection.video import VideoSettings
-from dots3_demo.ui import app, chat, handlers
+from dots3_demo.ui import chat, handlers, record_page
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.workbench import compare
 from dots3_demo.workbench import record as rec
@@ -139,8 +139,8 @@ def test_a_version_1_record_still_imports_and_says_what_it_did_not_keep(tmp_path
 
 
 def test_importing_puts_the_last_compare_round_back_in_the_columns(profile):
-    outputs = app.on_import(profile, new_session(), new_compare_session(), str(V1))
-    out = dict(zip(app.IMPORT_OUTPUTS, outputs, strict=True))
+    outputs = record_page.on_import(profile, new_session(), new_compare_session(), str(V1))
+    out = dict(zip(record_page.IMPORT_OUTPUTS, outputs, strict=True))
     assert len(out["compare_session"].rounds) == 1
     assert (out["compare_a_seq"], out["compare_b_seq"]) == (8192, 4096)
     assert (out["compare_a_temperature"], out["compare_b_system_prompt"]) == (0.0, "Terse.")

@@ -1,0 +1,361 @@
+"""The chat slice: the conversation, its rating row, the turn settings (system prompt, sampling, tools) and the
+tool panel, laid out (``render_*``) and wired (``setup_chat_events``, ``setup_rating_events``) side by side. The turns
+are ``chat``'s (which builds and accumulates them with ``dots3_demo.core``), what it shows ``chat_views``'.
+
+Every streaming chat event (Send, Enter, Regenerate, "↻ from this reply", a tool result, Run example tool) is one
+body (``_stream``): the session as it stands (a Clear since wins), the controls read as settings, the replies relayed
+as ``layout.ChatStream`` steps; they differ only in what they ask ``chat`` for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+import gradio as gr
+from gradio.events import Dependency
+
+from dots3_demo.core.pacing import StreamPacer
+from dots3_demo.core.settings import ChatSettings, chat_settings_from_controls
+from dots3_demo.core.state import ChatSession, StudioState, clear_session, current_session, new_session
+from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
+from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.tools.forcing import TOOL_CHOICES
+from dots3_demo.ui import chat, chat_views, layout, record_page, style, views
+from dots3_demo.ui.layout import Listen, Options
+
+if TYPE_CHECKING:
+    from gradio.components.chatbot import Message, MessageDict
+
+
+def render_chat(engine: ChatEngine | None, *, chat_on: bool, engine_status: str, watch_engine: bool,
+                max_tokens: int) -> tuple[layout.ChatPanel, layout.ChatControls, layout.ToolsPanel]:
+    """The chat accordion's body (preview layout): the conversation (left) and what a turn is sent with
+    (right)."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=7, min_width=480):
+            panel = render_conversation(engine, chat_on=chat_on, engine_status=engine_status,
+                                        watch_engine=watch_engine)
+        with gr.Column(scale=4, min_width=320):
+            controls, tools = render_turn_settings(engine, chat_on=chat_on, max_tokens=max_tokens)
+    return panel, controls, tools
+
+
+def render_conversation(engine: ChatEngine | None, *, chat_on: bool, engine_status: str, watch_engine: bool,
+                        mode: layout.Mode = "preview") -> layout.ChatPanel:
+    """The engine line, the conversation, the question box and what acts on the replies (rate, regenerate
+    from one, export and import the session), the figures line last."""
+    session = gr.State(new_session)
+    status = gr.Markdown(engine_status, elem_id="engine-status")
+    timer = gr.Timer(1.0, active=watch_engine)
+    conversation = _render_conversation(engine, chat_on=chat_on, height=layout.CHATBOT_HEIGHT[mode])
+    return layout.ChatPanel(session=session, engine_status=status, engine_timer=timer, **conversation)
+
+
+def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: int) -> dict[str, Any]:
+    welcome: list[MessageDict | Message] = list(chat_views.chat_welcome(engine))  # the Chatbot's own value type
+    chatbot = gr.Chatbot(welcome, show_label=False, height=height, elem_id="chatbot",
+                         buttons=["copy"],
+                         placeholder="The request the model gets = the media in the upload panels + your message, "
+                                     "planned with the Budget tab.")
+    figures = gr.Markdown("", elem_id="chat-figures")  # the reply's figures, under it
+    with gr.Row(equal_height=True, elem_id="chat-input-row"):
+        box = gr.Textbox(
+            show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
+            placeholder="Ask about the uploads (they go with your next message)"
+            if chat_on else "Attach an engine to chat (see above)",
+        )
+        send = gr.Button("Send", variant="primary", scale=1, min_width=80, interactive=chat_on, elem_id="chat-send")
+        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="chat-stop", interactive=chat_on)
+    with gr.Row(elem_id="chat-actions", elem_classes=["d3-actions"]):
+        regenerate = gr.Button("↻ Regenerate", size="sm", min_width=90, elem_id="chat-regen", interactive=chat_on)
+        clear = gr.Button("Clear chat", size="sm", min_width=80, elem_id="chat-clear")
+        record_buttons = record_page.render_record_buttons()
+    record = layout.RecordPanel(**record_buttons, status=gr.Markdown("", elem_id="record-status"))
+    rating = _render_rating(chat_on=chat_on)
+    return dict(chatbot=chatbot, box=box, send=send, stop=stop, regenerate=regenerate, clear=clear, figures=figures,
+                rating=rating, record=record)
+
+
+def _render_rating(*, chat_on: bool) -> layout.RatingPanel:
+    # 👍/👎 show the picked reply's verdict pressed, and picking a reply marks it in the chat and scrolls to it
+    # (``style.PAGE_JS``, from what ``chat_views.rating_md`` says); "↻ from this reply" asks first when it would
+    # drop a rating or a note (``style.CONFIRM_REGENERATE_FROM_JS``).
+    with gr.Row(equal_height=True, elem_id="rating-row", elem_classes=["d3-rating"]):
+        reply = gr.Dropdown(choices=[], value=None, show_label=False, container=False, scale=5, min_width=170,
+                            elem_id="rate-reply", info=None, allow_custom_value=False)
+        up = gr.Button("👍", size="sm", scale=0, min_width=40, elem_id="rate-up")
+        down = gr.Button("👎", size="sm", scale=0, min_width=40, elem_id="rate-down")
+        note = gr.Textbox(show_label=False, container=False, scale=3, min_width=110, lines=1, max_lines=1,
+                          placeholder="note on this reply", elem_id="rate-note")
+        save_note = gr.Button("Save note", size="sm", scale=0, min_width=70, elem_id="rate-save")
+        regenerate_from = gr.Button("↻ from this reply", size="sm", scale=0, min_width=110, interactive=chat_on,
+                                    elem_id="regen-from")
+    status = gr.Markdown("", elem_id="rate-status")
+    return layout.RatingPanel(reply=reply, up=up, down=down, note=note, save_note=save_note,
+                              regenerate_from=regenerate_from, status=status)
+
+
+def render_quick_sampling(engine: ChatEngine | None, *, max_tokens: int) -> layout.QuickSampling:
+    """Temperature, max tokens and seed (work layout: under the upload panels, in the first screen)."""
+    with gr.Group(elem_id="quick-sampling", elem_classes=["d3-quick"]):
+        temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature", elem_id="temperature")
+        with gr.Row():
+            max_tokens_box = gr.Number(max_tokens, label="max tokens", precision=0, minimum=1,
+                                       maximum=engine.max_model_len if engine else None, elem_id="max-tokens",
+                                       min_width=90)
+            seed = gr.Number(-1, label="seed (-1 = random)", precision=0, elem_id="seed", min_width=90)
+    return layout.QuickSampling(temperature=temperature, max_tokens=max_tokens_box, seed=seed)
+
+
+def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens: int,
+                         quick: layout.QuickSampling | None = None) -> tuple[layout.ChatControls, layout.ToolsPanel]:
+    """What a turn is sent with: the system prompt, sampling, tools; the tool calls and their results.
+    ``quick``: temperature, max tokens and seed placed elsewhere (work layout); else they open the Sampling
+    accordion."""
+    system_prompt = gr.Textbox(DEFAULT_SYSTEM_PROMPT, label="System prompt", lines=2, max_lines=6,
+                               elem_id="system-prompt")
+    title = "Sampling" if quick is None else "More sampling (top-p, top-k, repetition penalty)"
+    with gr.Accordion(title, open=False, elem_id="sampling-accordion"):
+        if quick is None:
+            quick = render_quick_sampling(engine, max_tokens=max_tokens)
+        with gr.Row():
+            top_p = gr.Slider(0.05, 1, value=0.95, step=0.01, label="top-p", elem_id="top-p")
+            top_k = gr.Number(-1, label="top-k (-1 = off)", precision=0, elem_id="top-k")
+        repetition_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
+                                       elem_id="rep-penalty")
+    temperature, max_tokens_box, seed = quick.temperature, quick.max_tokens, quick.seed
+    with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
+        example = gr.Dropdown(list(chat_views.EXAMPLE_CHOICES), value=None, label="Load example tools",
+                              elem_id="tool-examples")
+        tools_json = gr.Code("", language="json", label="tools (OpenAI function schemas)", lines=4, max_lines=9,
+                             elem_id="tools-json")
+        tools_status = gr.Markdown(chat_views.validate_tools_md(""), elem_id="tools-status")
+        tool_choice = gr.Radio(list(TOOL_CHOICES), value="auto", label="tool choice",
+                               info="required: the reply is one call of these tools, forced by vLLM's structured "
+                                    "outputs", elem_id="tool-choice")
+    panel = gr.Dataframe(value=[], headers=chat_views.TOOL_PANEL_COLUMNS, interactive=False, wrap=True,
+                         label="Tool calls", max_height=220, elem_id="tool-panel",
+                         column_widths=["22%", "34%", "20%", "24%"])
+    result = gr.Textbox(label="Tool result (answers the first waiting call)", lines=2,
+                        placeholder='{"temperature": 21}', elem_id="tool-result", interactive=chat_on)
+    with gr.Row():
+        send = gr.Button("Send tool result", size="sm", elem_id="tool-send", interactive=chat_on)
+        run = gr.Button("Run example tool", size="sm", elem_id="tool-run", interactive=chat_on)
+    controls = layout.ChatControls(system_prompt=system_prompt, tools_json=tools_json, temperature=temperature,
+                                   top_p=top_p, top_k=top_k, max_tokens=max_tokens_box, seed=seed,
+                                   repetition_penalty=repetition_penalty, tool_choice=tool_choice)
+    tools = layout.ToolsPanel(example=example, status=tools_status, panel=panel, result=result, send=send, run=run)
+    return controls, tools
+
+
+async def _relay(engine: ChatEngine | None,
+                 replies: AsyncGenerator[chat.ChatView, None]) -> AsyncGenerator[tuple[Any, ...], None]:
+    """Chat views → one ``layout.ChatStream`` of values per step, in the event's output order.
+
+    The Send button is not an output of the streaming event: ``lock_send`` disables it before the
+    event starts and ``on_chat_settle`` enables it after. Gradio builds a new component object for
+    every component update in every streamed step, so leaving it out keeps each step cheap.
+    """
+    async with contextlib.aclosing(replies) as stream:
+        async for view in stream:
+            if view.session.stale:  # cleared while it streamed: closing the reply aborts its engine request
+                return
+            step = layout.ChatStream(chatbot=view.history, session=view.session,
+                                     box="" if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
+                                     figures=view.figures, engine_status=chat_views.engine_status(engine))
+            yield tuple(step.components())
+
+
+def _held(interactive: bool) -> tuple[Any, ...]:
+    """``layout.HeldByReply``'s updates: all enabled or all disabled."""
+    return tuple(gr.update(interactive=interactive) for _ in layout.HeldByReply.names())
+
+
+def lock_send(engine: ChatEngine | None) -> tuple[Any, ...]:
+    """Disable Send, and what a reply's last step would undo (rating it, regenerating from a reply,
+    importing a session), while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
+    return (gr.skip(),) * len(layout.HeldByReply.names()) if engine is None else _held(False)
+
+
+def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
+    """The values of ``layout.ChatControls``' components, in its field order, as chat settings."""
+    return replace(chat_settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
+
+
+ChatAction = Literal["send", "regenerate", "regenerate_from", "tool_result", "run_tool"]
+
+
+def _replies(action: ChatAction, engine: ChatEngine | None, studio: StudioState, session: ChatSession, value: Any,
+             settings: ChatSettings) -> AsyncGenerator[chat.ChatView, None]:
+    """What ``action`` asks ``chat`` for; ``value`` is the event's third input (the message, the picked reply or the
+    tool result; the other events pass the box and ignore it)."""
+    if action == "send":
+        return chat.send_message(engine, studio, session, value, settings)
+    if action == "regenerate":
+        return chat.regenerate(engine, studio, session, settings)
+    if action == "regenerate_from":
+        return chat.regenerate_from(engine, studio, session, chat_views.reply_number(value), settings)
+    return chat.send_tool_results(engine, studio, session, settings, result=value if action == "tool_result" else None,
+                                  run_examples=action == "run_tool")
+
+
+async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
+                  session: ChatSession, value: Any, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
+    """Every streaming chat event's one body: the session as it stands (cleared since it was written: the empty
+    chat), the controls (``layout.ChatControls``' values, in its field order) read as settings, the replies relayed
+    as ``layout.ChatStream`` steps (closed with ``aclosing``: a Stop or a closed tab aborts the engine request)."""
+    settings = _chat_settings(pacer, controls)
+    replies = _replies(action, engine, studio, current_session(session), value, settings)
+    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+        async for outputs in relayed:
+            yield outputs
+
+
+# The streaming events, each ``on_turn`` for one action (bound further with the engine and the pacer when wired):
+on_chat = partial(on_turn, "send")  # Send or Enter: the message with the panel media not yet sent
+on_regenerate = partial(on_turn, "regenerate")  # ↻ Regenerate: the last reply again
+on_regenerate_from = partial(on_turn, "regenerate_from")  # ↻ from this reply: the picked reply again
+on_tool_result = partial(on_turn, "tool_result")  # Send tool result: it answers the first waiting call
+on_run_tool = partial(on_turn, "run_tool")  # Run example tool: the example tools answer the waiting calls
+
+
+# What the settle step and Clear update, in their output order.
+SETTLE_OUTPUTS = (*layout.ChatStream.names(), *layout.HeldByReply.names(), "reply_picker", "rating_status")
+
+
+def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
+    """After a chat event ends or is stopped: re-show the session (its figures line too: a reply stopped
+    mid-stream says ``⏹ stopped``, not ``streaming…``) and re-enable Send.
+
+    It outputs to every output of the chat event, so none is left with the red "Error" badge a
+    cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
+    last to write the session: a Clear that arrived while the reply streamed wins over the reply's last
+    step (``state.ChatClears``).
+    """
+    if engine is None:
+        return (gr.skip(),) * len(SETTLE_OUTPUTS)
+    shown = current_session(session)  # a Clear during the reply wins over the reply's last step
+    # The session's figures line: a stopped reply's says so (``chat.ChatView``), a cleared chat's is empty.
+    step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
+                             tool_panel=chat_views.tool_rows(shown), figures=shown.figures,
+                             engine_status=chat_views.engine_status(engine))
+    picker, line = _reply_picker(shown)
+    held = dict(zip(layout.HeldByReply.names(), _held(True), strict=True))
+    latest_note = chat_views.note_of(shown, chat_views.picked_reply(shown))
+    held["rate_note"] = gr.update(interactive=True, value=latest_note)  # the latest reply's note
+    return (*step.components(), *held.values(), picker, line)
+
+
+CLEAR_OUTPUTS = ("chatbot", "session", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note")
+
+
+def _reply_picker(session: ChatSession, reply: int | None = None) -> tuple[gr.Dropdown, str]:
+    """The reply picker on ``reply`` (None: the latest reply) and what the rating line says of it."""
+    picked = chat_views.picked_reply(session, reply)
+    return gr.Dropdown(choices=chat_views.reply_choices(session), value=picked), chat_views.rating_md(session, picked)
+
+
+def on_clear(session: ChatSession) -> tuple[Any, ...]:
+    """The empty conversation: the chat, the tool panel, the figures and the rating controls emptied."""
+    fresh = clear_session(session)
+    return ([], fresh, [], "", *_reply_picker(fresh), "")
+
+
+def _rating_change(session: ChatSession, reply: Any, change: Callable[[ChatSession, int | None], ChatSession]
+                   ) -> tuple[Any, ...]:
+    """``(session, picker, rating line)`` after ``change``; a reply the conversation does not have leaves the
+    session as it was and says so on the rating line."""
+    number = chat_views.reply_number(reply)
+    try:
+        rated = change(session, number)
+    except ValueError as exc:
+        return gr.skip(), gr.skip(), f"⚠ {views.esc(exc)}"
+    return (rated, *_reply_picker(rated, number))
+
+
+def on_rate_up(session: ChatSession, reply: Any) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.rate_reply(s, n, "up"))
+
+
+def on_rate_down(session: ChatSession, reply: Any) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.rate_reply(s, n, "down"))
+
+
+def on_rate_note(session: ChatSession, reply: Any, note: str | None) -> tuple[Any, ...]:
+    return _rating_change(session, reply, lambda s, n: chat.note_reply(s, n, note))
+
+
+def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
+    """A reply was picked: its note in the note box, its rating on the rating line."""
+    return chat_views.note_of(session, reply), chat_views.rating_md(session, chat_views.reply_number(reply))
+
+
+def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControls, tools: layout.ToolsPanel,
+                      studio: gr.State, *, engine: ChatEngine | None, pacer: StreamPacer,
+                      concurrency: int | None) -> list[Dependency]:
+    """The chat's events (``concurrency``: replies at once, app-wide); returns the streaming ones (a reply each)."""
+    tools.example.input(chat_views.example_tools_json, tools.example, chat_controls.tools_json,
+                        api_visibility="private", queue=False)
+    chat_controls.tools_json.change(chat_views.validate_tools_md, chat_controls.tools_json, tools.status,
+                                    api_visibility="private", queue=False)
+    controls = chat_controls.components()  # the chat callbacks read them by layout.ChatControls' field names
+    # The streamed outputs (all but Send: see _relay); the tool events clear the tool-result box instead.
+    chat_out = layout.ChatStream(chatbot=panel.chatbot, session=panel.session, box=panel.box,
+                                 tool_panel=tools.panel, figures=panel.figures, engine_status=panel.engine_status)
+    tool_out = replace(chat_out, box=tools.result)
+    chat_in = [studio, panel.session, panel.box, *controls]
+    tool_in = [studio, panel.session, tools.result, *controls]
+    rating = panel.rating
+    regen_in = [studio, panel.session, rating.reply, *controls]
+    chat_common = Options(concurrency_limit=concurrency, concurrency_id="chat",
+                           show_progress="minimal")
+    held = panel.held.components()
+    locked = Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
+                     api_visibility="private", show_progress="hidden")
+    streams = (  # (trigger, callback, inputs, outputs, API name, visibility)
+        (panel.send.click, on_chat, chat_in, chat_out, "chat", "public"),
+        (panel.box.submit, on_chat, chat_in, chat_out, "chat_submit", "private"),
+        (panel.regenerate.click, on_regenerate, chat_in, chat_out, "regenerate", "public"),
+        (rating.regenerate_from.click, on_regenerate_from, regen_in, chat_out, "regenerate_from", "public"),
+        (tools.send.click, on_tool_result, tool_in, tool_out, "tool_result", "public"),
+        (tools.run.click, on_run_tool, tool_in, tool_out, "run_example_tool", "public"),
+    )
+    asking = locked.copy()  # "↻ from this reply" asks first when it would drop a rating or a note (no: nothing runs)
+    asking["js"] = style.CONFIRM_REGENERATE_FROM_JS
+    events = []
+    for trigger, callback, inputs, outputs, name, visibility in streams:
+        first = asking if name == "regenerate_from" else locked
+        event = trigger(**first).then(partial(callback, engine, pacer), inputs, outputs.components(),
+                                      api_name=name, api_visibility=visibility, **chat_common)
+        event.then(partial(on_chat_settle, engine), panel.session,
+                   [*outputs.components(), *held, rating.reply, rating.status],
+                   show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
+        events.append(event)
+    panel.stop.click(None, None, None, cancels=events, api_visibility="private")
+    # Both ways the page offers to clear the chat — the Clear button and the Chatbot's own trash icon (which
+    # empties the bubbles in the browser, then sends .clear) — clear the conversation the model gets, the
+    # rating row, and a reply that still streams (ChatClears).
+    cleared = [panel.chatbot, panel.session, tools.panel, panel.figures, rating.reply, rating.status, rating.note]
+    panel.clear.click(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat",
+                      api_visibility="private", queue=False)
+    panel.chatbot.clear(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat_icon",
+                        api_visibility="private", queue=False)
+    setup_rating_events(panel)
+    return events
+
+
+def setup_rating_events(panel: layout.ChatPanel) -> None:
+    """👍/👎 and the note on the picked reply (kept in the session: ``ChatSession.ratings``)."""
+    rating, session = panel.rating, panel.session
+    quick = Options(outputs=[session, rating.reply, rating.status], queue=False, show_progress="hidden")
+    rating.up.click(on_rate_up, [session, rating.reply], api_name="rate_up", **quick)
+    rating.down.click(on_rate_down, [session, rating.reply], api_name="rate_down", **quick)
+    gr.on([rating.save_note.click, rating.note.submit], on_rate_note, [session, rating.reply, rating.note],
+          api_name="rate_note", **quick)
+    picked = rating.reply.input(on_pick_reply, [session, rating.reply], [rating.note, rating.status],
+                                api_visibility="private", queue=False, show_progress="hidden")
+    picked.then(None, js=style.SHOW_PICKED_REPLY_JS, api_visibility="private", queue=False)  # scroll the chat to it

@@ -1,0 +1,419 @@
+"""The inspect slice: the upload panels and what the model sees (frames, Budget, Interleave, image grids, audio
+mel), laid out (``render_*``) and wired (``setup_inspection_events``, ``setup_glance_events``) side by side, the way
+Gradio's ``ChatInterface`` keeps ``_render_*`` next to ``_setup_events``. The work is ``handlers``' (plain
+functions over vLLM's preprocessing); what the panels show is ``views``' and ``figures``'.
+
+Callbacks are module-level functions bound to the profile and engine with ``functools.partial``; they turn a
+handler's result into component updates (``gr.skip()`` for outputs left alone) and raise the ``gr.Warning`` toast
+for errors.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+import numpy as np
+from gradio import processing_utils
+from gradio.events import Dependency
+from gradio.utils import get_upload_folder
+from PIL import Image
+
+from dots3_demo.core.settings import video_settings_from_controls
+from dots3_demo.core.state import StudioState
+from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.inspection.limits import UploadLimits
+from dots3_demo.inspection.video import K_MODES, Progress
+from dots3_demo.profiles import Profile
+from dots3_demo.ui import handlers, layout, views
+from dots3_demo.ui.handlers import Inspections
+from dots3_demo.ui.layout import Listen, Options
+
+if TYPE_CHECKING:
+    pass
+
+
+def render_uploads(initial: Mapping[str, Any], *, mode: layout.Mode = "preview",
+                   summary: gr.HTML | None = None) -> layout.UploadPanels:
+    """The upload panels and the status line; the summary under them unless ``summary`` is given (made with
+    ``render=False``: the work layout shows it in its glance)."""
+    video = gr.Video(label="Video (one per prompt)", sources=["upload"], height=layout.VIDEO_HEIGHT[mode],
+                     elem_id="video-input")
+    images = gr.File(label="Images (up to 8)", file_count="multiple", file_types=["image"], elem_id="images-input",
+                     height=64 if mode == "work" else None)
+    with gr.Tabs(elem_id="audio-tabs"):
+        with gr.Tab("Audio file", id="audio-file-tab", elem_id="audio-file-tab"):
+            audio_file = gr.Audio(sources=["upload"], type="filepath", show_label=False, elem_id="audio-input")
+        with gr.Tab("Microphone", id="audio-mic-tab", elem_id="audio-mic-tab"):
+            audio_mic = gr.Audio(sources=["microphone"], type="filepath", show_label=False, elem_id="audio-mic")
+    status = gr.Markdown("Upload media to see what the model sees.", elem_id="status")
+    if summary is None:
+        summary = render_summary(initial)
+    return layout.UploadPanels(video=video, images=images, audio_file=audio_file, audio_mic=audio_mic, status=status,
+                        summary=summary)
+
+
+def render_summary(initial: Mapping[str, Any], *, render: bool = True) -> gr.HTML:
+    """Tokens by modality against the budget (``views.summary_html``)."""
+    return gr.HTML(initial["summary"], elem_id="summary", render=render)
+
+
+def render_frame_strip(initial: Mapping[str, Any], *, visible: bool = True) -> gr.HTML:
+    """The frames vLLM samples, small, with their timestamps and tokens (``views.frame_strip_html``)."""
+    return gr.HTML(initial["frame_strip"], elem_id="frame-strip", visible=visible)
+
+
+def render_glance(initial: Mapping[str, Any], summary: gr.HTML) -> layout.Glance:
+    """What the model sees, at a glance (work layout): a place for the examples, the frame strip (each frame
+    vLLM samples, its timestamp and tokens; with nothing uploaded, what appears here), ``summary`` (tokens by
+    modality; made with ``render=False``) and one link per detail tab."""
+    with gr.Column(elem_id="glance", elem_classes=["d3-glance"]):
+        examples = gr.Column(elem_id="examples-slot")
+        strip = render_frame_strip(initial)
+        summary.render()
+        with gr.Row(elem_id="glance-links", elem_classes=["d3-links"]):
+            links = {tab: gr.Button(f"{label} ↓", size="sm", variant="secondary", elem_id=f"goto-{tab}",
+                                    min_width=60)
+                     for tab, label in layout.DETAIL_TABS.items()}
+    return layout.Glance(examples=examples, strip=strip, summary=summary, links=links)
+
+
+def _plot(value: Any, elem_id: str) -> gr.Plot:
+    return gr.Plot(value, show_label=False, format="png", elem_id=elem_id, elem_classes=["d3-plot"])
+
+
+def _render_budget_tab(initial: Mapping[str, Any], seq: int) -> tuple[layout.BudgetControls, dict[str, Any]]:
+    with gr.Row():
+        seq_slider = gr.Slider(min(handlers.SEQ_MIN, seq), max(handlers.SEQ_MAX, seq), value=seq,
+                               step=handlers.SEQ_STEP, label="seq (context budget)", elem_id="seq-slider", scale=3)
+        max_new = gr.Slider(0, handlers.MAX_NEW_TOKENS_MAX, value=0, step=64, label="max new tokens",
+                            elem_id="max-new-slider", scale=2)
+        k_mode = gr.Dropdown(list(K_MODES), value=K_MODES[0], label="k_mode (grouping)", elem_id="k-mode",
+                             scale=1, min_width=120)
+    with gr.Row():
+        reserve = gr.Slider(0, max(handlers.SEQ_MAX, seq), value=initial["reserve"], step=64,
+                            label="output reserve", interactive=False, elem_id="reserve-slider", scale=3)
+        reserve_auto = gr.Checkbox(True, label="auto reserve (seq ÷ 4)", elem_id="reserve-auto", scale=1,
+                                   min_width=120)
+        audio_cap = gr.Slider(0, 1, value=1.0, step=0.05, label="audio cap (share of input)",
+                              elem_id="audio-cap-slider", scale=2)
+    outputs: dict[str, Any] = {"reserve": reserve, "budget_plot": _plot(initial["budget_plot"], "budget-plot")}
+    with gr.Row():
+        outputs["cost_plot"] = _plot(initial["cost_plot"], "cost-plot")
+        outputs["fps_plot"] = _plot(initial["fps_plot"], "fps-plot")
+    with gr.Accordion("Solver inputs and outputs", open=False, elem_id="solver-accordion"):
+        outputs["solver_md"] = gr.Markdown(initial["solver_md"], elem_id="solver-md")
+    budget = layout.BudgetControls(seq=seq_slider, reserve_auto=reserve_auto, reserve=reserve, max_new_tokens=max_new,
+                            audio_cap=audio_cap, k_mode=k_mode)
+    return budget, outputs
+
+
+def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML, strip: gr.HTML) -> layout.ModelViews:
+    """The tabs that show what the model sees; ``summary`` and the frame ``strip`` (placed by the layout)
+    are among their outputs."""
+    outputs: dict[str, Any] = {"summary": summary, "frame_strip": strip}
+    label = layout.DETAIL_TABS
+    with gr.Tabs(elem_id="views") as tabs:
+        with gr.Tab(label["frames"], id="frames", elem_id="tab-frames"):
+            outputs["frames_info"] = gr.Markdown(initial["frames_info"], elem_id="frames-info")
+            outputs["frames_gallery"] = gr.Gallery(
+                value=initial["frames_gallery"], label="Sampled frames (as the vision tower gets them)",
+                columns=4, height=500, object_fit="contain", allow_preview=True, elem_id="frames-gallery")
+        with gr.Tab(label["budget"], id="budget", elem_id="tab-budget"):
+            budget, budget_outputs = _render_budget_tab(initial, seq)
+            outputs.update(budget_outputs)
+        with gr.Tab(label["interleave"], id="interleave", elem_id="tab-interleave"):
+            outputs["timeline_plot"] = _plot(initial["timeline_plot"], "timeline-plot")
+            outputs["stream_html"] = gr.HTML(initial["stream_html"], elem_id="stream-html")
+            with gr.Row(equal_height=False):
+                outputs["groups_df"] = gr.Dataframe(
+                    value=initial["groups_df"], headers=views.GROUP_COLUMNS, interactive=False,
+                    label="Groups (click a row to hear its audio)", max_height=260, elem_id="groups-df", scale=3)
+                with gr.Column(scale=2, min_width=260):
+                    outputs["segment_pick"] = gr.Dropdown(choices=[], value=None, label="Audio segment",
+                                                          elem_id="segment-pick")
+                    outputs["segment_audio"] = gr.Audio(label="What the model hears (16 kHz mono)",
+                                                        interactive=False, elem_id="segment-audio")
+        with gr.Tab(label["images"], id="images", elem_id="tab-images"):
+            outputs["grid_info"] = gr.Markdown(initial["grid_info"], elem_id="grid-info")
+            outputs["grid_gallery"] = gr.Gallery(
+                value=initial["grid_gallery"], label="Patch and token grids", columns=3, height=440,
+                object_fit="contain", elem_id="grid-gallery")
+        with gr.Tab(label["mel"], id="mel", elem_id="tab-mel"):
+            outputs["mel_plot"] = _plot(initial["mel_plot"], "mel-plot")
+            with gr.Row(equal_height=False):
+                outputs["mel_info"] = gr.Markdown(initial["mel_info"], elem_id="mel-info")
+                outputs["heard_audio"] = gr.Audio(label="What the model hears (16 kHz mono)", interactive=False,
+                                                  elem_id="heard-audio")
+    missing = set(handlers.VIEW_KEYS) ^ set(outputs)
+    if missing:  # every view the handlers fill has exactly one component
+        raise RuntimeError(f"views and components disagree: {sorted(missing)}")
+    return layout.ModelViews(tabs=tabs, budget=budget, outputs=outputs)
+
+
+GALLERY_JPEG_QUALITY = 90
+
+
+# Run in the browser before the steps after an inspection: wait (at most 3 s) until the galleries'
+# pictures on screen are loaded, so the server draws the figures after the frames are shown, not while
+# the browser is fetching them (a gallery in a tab not shown is not waited for). Returns the step's
+# inputs unchanged.
+AFTER_THE_PICTURES_JS = """async (...inputs) => {
+  const frame = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
+  await frame(); await frame();  // the event's outputs are in the page
+  const loaded = () => [...document.querySelectorAll('#frames-gallery img, #grid-gallery img')]
+    .filter(img => img.offsetParent !== null).every(img => img.complete);
+  for (let waited = 0; waited < 3000 && !loaded(); waited += 25) {
+    await new Promise(resolve => setTimeout(resolve, 25));
+  }
+  return inputs;
+}"""
+
+
+def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
+    buffer = io.BytesIO()
+    picture.convert("RGB").save(buffer, "JPEG", quality=GALLERY_JPEG_QUALITY, subsampling=subsampling)
+    return processing_utils.save_bytes_to_cache(buffer.getvalue(), name, get_upload_folder())
+
+
+def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2) -> list[tuple[Any, str]]:
+    """A gallery's pictures as JPEG files in Gradio's cache (quality 90), encoded side by side.
+
+    Handed PIL images, Gradio encodes each as WebP: ~60 ms for one 720p frame, 20 times JPEG's
+    3 ms, and for a video's frames most of a visitor's wait from dropping the file to seeing them.
+    vLLM gives the vision tower JPEG-decoded frames already (``_jpeg_roundtrip``: quality 85, 4:2:0
+    chroma, ``subsampling=2``); drawn grids keep full colour resolution (``subsampling=0``)."""
+    names = [f"picture_{index:03d}.jpg" for index in range(len(items))]
+    pictures = [picture for picture, _ in items]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # PIL's JPEG encoder lets go of the GIL
+        files = list(pool.map(lambda p, n: _jpeg_file(p, n, subsampling) if isinstance(p, Image.Image) else p,
+                              pictures, names))
+    return [(file, caption) for file, (_, caption) in zip(files, items, strict=True)]
+
+
+def _value_for(key: str, value: Any) -> Any:
+    if key == "segment_pick":
+        return gr.Dropdown(choices=value["choices"], value=value["value"])
+    if key in ("frames_gallery", "grid_gallery"):
+        return _jpeg_gallery(value, subsampling=2 if key == "frames_gallery" else 0)
+    return value
+
+
+def _with_note(status: str, engine: ChatEngine | None) -> str:
+    """The status line; with uploads, it says so when the engine takes no media (``handlers.media_note``)."""
+    note = handlers.media_note(engine) if status != handlers.IDLE_STATUS else ""
+    return f"{status}  \n{note}" if note else status
+
+
+def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    """``(state, status, *PANEL_KEYS)`` for an inspection event; every one ``gr.skip()`` when a newer
+    upload to the panel superseded it (its result never overwrites the newer one's)."""
+    if update is None:
+        return (gr.skip(),) * (2 + len(handlers.PANEL_KEYS))
+    if update.error:
+        gr.Warning(update.error, duration=8)
+    updates = [
+        _value_for(key, update.views[key]) if key in update.views else gr.skip() for key in handlers.PANEL_KEYS
+    ]
+    return (update.state, _with_note(update.status, engine), *updates)
+
+
+def _progress_adapter(progress: gr.Progress) -> Progress:
+    def report(fraction: float, text: str) -> None:
+        progress(fraction, desc=text)
+
+    return report
+
+
+# ``limits`` is keyword-only and bound with ``partial``: Gradio fills only positional parameters.
+# The Budget parameters of on_video/on_settings are named and ordered as layout.BudgetControls' fields
+# (Gradio passes an event's inputs in order; tests/ui/test_wiring.py checks the names agree).
+# ``inspections`` is the visitor's InspectionSession (a gr.State): see setup_inspection_events.
+def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: float, reserve_auto: bool,
+             reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
+             progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+             engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                               max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
+    return _emit(handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
+                                        limits=limits), engine)
+
+
+def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_auto: bool, reserve: float,
+                max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
+                progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
+                engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                               max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
+    return _emit(handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
+                                           limits=limits), engine)
+
+
+def on_images(profile: Profile, inspections: Inspections, paths: Sequence[str] | str | None, *,
+              limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    return _emit(handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
+
+
+def on_audio_file(profile: Profile, inspections: Inspections, path: str | None, *,
+                  limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    return _emit(handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
+
+
+def on_audio_mic(profile: Profile, inspections: Inspections, path: str | None, *,
+                 limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
+    return _emit(handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
+
+
+# An upload announced as it arrives (queue=False, before its inspection waits for a worker): the
+# panel's job in flight is cancelled at once, and the status line shows the panel busy.
+def on_video_arrives(engine: ChatEngine | None, inspections: Inspections, path: str | None) -> str:
+    return _with_note(handlers.announce_video(inspections, path), engine)
+
+
+def on_settings_arrive(engine: ChatEngine | None, inspections: Inspections) -> str:
+    return _with_note(handlers.announce_settings(inspections), engine)
+
+
+def on_images_arrive(engine: ChatEngine | None, inspections: Inspections, paths: Sequence[str] | str | None) -> str:
+    return _with_note(handlers.announce_images(inspections, paths), engine)
+
+
+def on_audio_arrives(source: str, engine: ChatEngine | None, inspections: Inspections, path: str | None) -> str:
+    return _with_note(handlers.announce_audio(inspections, path, source), engine)
+
+
+def on_inspected(profile: Profile, engine: ChatEngine | None, inspections: Inspections) -> tuple[Any, ...]:
+    """After each inspection, one at a time app-wide (so the page ends on the latest): the status line
+    of every panel and, once per new state, the state the chat reads and the views all panels share."""
+    status = _with_note(handlers.status_md(inspections), engine)
+    shared = handlers.shared_views(profile, inspections)
+    if shared is None:
+        return (gr.skip(), status, *(gr.skip() for _ in handlers.SHARED_KEYS))
+    state, values = shared
+    return (state, status, *(values[key] for key in handlers.SHARED_KEYS))
+
+
+def on_figures(inspections: Inspections) -> tuple[Any, ...]:
+    """After each inspection: the figures of the panels whose state is newer than their figures."""
+    drawn = handlers.panel_figures(inspections)
+    return tuple(drawn[key] if key in drawn else gr.skip() for key in handlers.FIGURE_KEYS)
+
+
+def on_segment(state: StudioState, index: int | None) -> tuple[int, np.ndarray] | None:
+    return handlers.segment_audio(state, index)
+
+
+def on_group_select(state: StudioState, evt: gr.SelectData) -> int | dict[str, Any]:
+    """A row of the groups table was clicked: pick that group's audio segment."""
+    report = state.video
+    if report is None or evt.index is None:
+        return gr.skip()
+    row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+    try:
+        audio = report.groups[int(row)].audio
+    except (IndexError, ValueError, TypeError):
+        return gr.skip()
+    return gr.skip() if audio is None else audio
+
+
+def on_reserve_auto(auto: bool) -> gr.Slider:
+    return gr.Slider(interactive=not auto)
+
+
+def sync_max_new(max_tokens: float | None) -> int:
+    return max(0, min(int(max_tokens or 0), handlers.MAX_NEW_TOKENS_MAX))
+
+
+def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.ModelViews, state: gr.State,
+                            max_tokens: gr.Number, *, profile: Profile, engine: ChatEngine | None,
+                            limits: UploadLimits, workers: int) -> None:
+    """Uploads and the Budget tab: every trigger runs the same steps.
+
+    1. *arrives* (``queue=False``, at once): the panel's job in flight is cancelled (superseded) and the
+       status line shows the panel busy;
+    2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor; one
+       visitor's panels run side by side too, each result applied to the visitor's latest state
+       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views — the
+       frames first; a superseded inspection changes nothing;
+    3. then — once the browser has shown the new pictures (``AFTER_THE_PICTURES_JS``), so drawing does
+       not slow them down — one at a time app-wide, so the page always ends on the latest: the status
+       line of every panel, the state the chat reads and the views all panels share (summary, budget
+       bar); and, side by side, the panel's figures.
+    """
+    budget, outputs = model_views.budget, model_views.outputs
+    inspections = gr.State(handlers.new_inspections(state.value))
+    panel_out = [state, uploads.status, *(outputs[key] for key in handlers.PANEL_KEYS)]
+    shared_out = [state, uploads.status, *(outputs[key] for key in handlers.SHARED_KEYS)]
+    figure_out = [outputs[key] for key in handlers.FIGURE_KEYS]
+    controls = budget.components()  # on_video / on_settings take them by these names, in this order
+    arrives = Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
+
+    def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
+                progress_on: list[Any], **kwargs: Any) -> None:
+        # "multiple": a second upload's inspection starts while the first's runs (and supersedes it);
+        # "always_last": the steps after it draw whatever is latest, so pending ones coalesce.
+        main = arrived.then(fn, [inspections, *inputs], panel_out, api_name=api_name, concurrency_limit=workers,
+                            concurrency_id="inspect", show_progress_on=progress_on, trigger_mode="multiple",
+                            **kwargs)
+        after = Listen(inputs=inspections, show_progress="hidden", api_visibility="private",
+                        trigger_mode="always_last", js=AFTER_THE_PICTURES_JS)
+        main.then(partial(on_inspected, profile, engine), outputs=shared_out, api_name=f"{api_name}_shown",
+                  concurrency_limit=1, concurrency_id="inspect-shown", **after)
+        main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
+                  concurrency_id="inspect-figures", **after)
+
+    frames, solver = outputs["frames_gallery"], outputs["solver_md"]
+    inspect(uploads.video.change(partial(on_video_arrives, engine), [inspections, uploads.video],
+                                 trigger_mode="multiple", **arrives),
+            partial(on_video, profile, limits=limits, engine=engine), [uploads.video, *controls],
+            api_name="inspect_video", show_progress="full", progress_on=[frames])
+    for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
+                          (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),
+                          (budget.k_mode.input, "set_k_mode"), (budget.reserve_auto.input, "set_reserve_auto")):
+        inspect(trigger(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
+                partial(on_settings, profile, limits=limits, engine=engine), controls, api_name=name,
+                show_progress="minimal", progress_on=[solver, frames])
+    budget.reserve_auto.change(on_reserve_auto, budget.reserve_auto, budget.reserve, api_name="reserve_auto_toggle",
+                               api_visibility="private", queue=False)
+    inspect(uploads.images.change(partial(on_images_arrive, engine), [inspections, uploads.images],
+                                  trigger_mode="multiple", **arrives),
+            partial(on_images, profile, limits=limits, engine=engine), [uploads.images], api_name="inspect_images",
+            progress_on=[outputs["grid_gallery"]])
+    for component, source, fn, name in ((uploads.audio_file, "file", on_audio_file, "inspect_audio"),
+                                        (uploads.audio_mic, "microphone", on_audio_mic, "inspect_recording")):
+        inspect(component.change(partial(on_audio_arrives, source, engine), [inspections, component],
+                                 trigger_mode="multiple", **arrives),
+                partial(fn, profile, limits=limits, engine=engine), [component], api_name=name,
+                progress_on=[outputs["mel_info"]])
+    segment_pick, segment_audio = outputs["segment_pick"], outputs["segment_audio"]
+    segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
+    outputs["groups_df"].select(on_group_select, state, segment_pick, api_name="group_select",
+                                api_visibility="private")
+    # The engine plans the video with max_new_tokens = the sampling max tokens: mirror it in the Budget tab.
+    synced = gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, budget.max_new_tokens,
+                   api_visibility="private", queue=False)
+    inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
+            partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
+            api_visibility="private", show_progress="hidden", progress_on=[solver])
+
+
+# Run in the browser when a glance link is clicked: bring the detail tabs into view.
+SCROLL_TO_VIEWS_JS = """() => {
+  document.getElementById('views')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+  return [];
+}"""
+
+
+def select_tab(tab: str) -> gr.Tabs:
+    return gr.Tabs(selected=tab)
+
+
+def setup_glance_events(glance: layout.Glance, tabs: gr.Tabs) -> None:
+    """Each link of the glance selects its detail tab and scrolls to it."""
+    for tab, link in glance.links.items():
+        link.click(partial(select_tab, tab), None, tabs, js=SCROLL_TO_VIEWS_JS, queue=False, show_progress="hidden",
+                   api_visibility="private")
