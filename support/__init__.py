@@ -3,6 +3,8 @@
 * :mod:`support.doubles` — the scripted double of vLLM's ``AsyncLLM`` (real ``RequestOutput`` objects)
   and its recording renderer stand-in;
 * :mod:`support.media_factory` — synthetic video, audio and images (PyAV / PIL / numpy, no downloads);
+* :mod:`support.uploads` — uploads run the way the page's events run them (``handlers.inspect_*``, then the
+  status line, the shared views and the figures), returning what the page shows;
 * :mod:`support.servers` — real vLLM processes (vLLM's CPU build in its own venv): ``app.py`` with an
   in-process engine and vLLM's own OpenAI server, on loopback.
 

@@ -1,15 +1,13 @@
 """Plain functions behind every UI event (no Gradio imports: tests call them directly).
 
-Each event handler takes the active ``Profile``, the session's ``StudioState`` and the event's
-inputs, and returns an ``Outcome``: the new state, a status line, an optional error message and a
-dict of view values keyed by output name (``VIEW_KEYS``). A key that is missing means "leave that
-output as it is" — so a bad upload changes only the status, and every other panel keeps its result.
-
-In the web app each browser session's uploads go through an ``InspectionSession`` (``inspect_*``
-below): panels and sessions inspect side by side, a new upload to a panel supersedes the one in
-flight, and each result is applied to the session's latest state, so none is lost. An event first
-shows the panel's own views (the frames first); the figures, and the views every panel shares (the
-summary, the budget bar, the status line of all panels), are drawn after it.
+Each browser session's uploads go through an ``InspectionSession`` (``inspect_*`` below): panels and
+sessions inspect side by side, a new upload to a panel supersedes the one in flight, and each result
+is applied to the session's latest state, so none is lost. An inspection event returns a
+``PanelUpdate``: the new state, the status line, an optional error message and the panel's own
+views keyed by output name (``PANEL_KEYS``; the frames first). A key that is missing means "leave
+that output as it is" — so a bad upload changes only the status, and every other panel keeps its
+result. The figures (``panel_figures``) and the views every panel shares (``shared_views``: the
+summary, the budget bar) are drawn after it, with the status line of all panels (``status_md``).
 
 The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``) and what the
 page shows of it in ``dots3_demo.ui.chat_views``; with no engine it explains how to attach one.
@@ -67,14 +65,6 @@ GETTING_STARTED = (
 
 SEQ_MIN, SEQ_MAX, SEQ_STEP = 1024, 131072, 256
 MAX_NEW_TOKENS_MAX = 32768
-
-
-@dataclass
-class Outcome:
-    state: StudioState
-    status: str
-    error: str | None = None
-    views: dict[str, Any] = field(default_factory=dict)
 
 
 TEXT_ONLY_NOTE = ("⚠ **not sent to the model:** this engine takes text only (--language-model-only, or a "
@@ -243,12 +233,6 @@ def _rejected(what: str, path: Any, exc: Exception | str, group: str) -> Inspect
     return Inspected(lambda state: (state, status), group, message)
 
 
-def group_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
-    """Every view of one group (``video``, ``images``, ``audio``; ``""``: none)."""
-    make = {"video": video_views, "images": image_views, "audio": audio_views}.get(group)
-    return make(profile, state) if make else {}
-
-
 def panel_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
     """A group's views but its figures (``PANEL_KEYS``): what an inspection event shows at once. The
     video's group (``""``: the Budget settings alone) carries the reserve slider too."""
@@ -263,15 +247,6 @@ def figure_views(state: StudioState, group: str) -> dict[str, Any]:
     """A group's figures (``FIGURE_KEYS``), drawn after its other views."""
     make = {"video": video_figures, "audio": audio_figures}.get(group)
     return make(state) if make else {}
-
-
-def _outcome(profile: Profile, state: StudioState, inspected: Inspected) -> Outcome:
-    """``inspected`` applied to ``state``, with every view it changes (one event, nothing after it)."""
-    new, status = inspected.apply(state)
-    if new is state:
-        return Outcome(new, status, error=inspected.error)
-    return Outcome(new, status, error=inspected.error,
-                   views={**group_views(profile, new, inspected.group), **summary_views(profile, new)})
 
 
 def video_inspected(
@@ -371,37 +346,6 @@ def audio_inspected(profile: Profile, path: str | None, source: str = "file", *,
              f"{report.duration:.2f} s, {report.tokens:,} audio tokens"
     return Inspected(lambda state: (replace(state, audio=report, audio_path=str(path), audio_source=source), status),
                      "audio")
-
-
-def load_video(
-    profile: Profile, state: StudioState, path: str | None, settings: VideoSettings,
-    progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
-) -> Outcome:
-    """A video was uploaded (or cleared): run vLLM's video preprocessing with ``settings``.
-
-    ``limits`` are checked on the file's header first; a file over them leaves ``state`` as it was.
-    """
-    return _outcome(profile, state, video_inspected(profile, path, settings, progress, limits=limits))
-
-
-def resolve(
-    profile: Profile, state: StudioState, settings: VideoSettings, progress: Progress | None = None,
-    *, limits: UploadLimits = UploadLimits(),
-) -> Outcome:
-    """A Budget control moved: re-run the solver (vLLM's preprocessing) on the current video."""
-    return _outcome(profile, state, resolved_inspected(profile, state.video_path, settings, progress, limits=limits))
-
-
-def load_images(profile: Profile, state: StudioState, paths: Sequence[str] | str | None, *,
-                limits: UploadLimits = UploadLimits()) -> Outcome:
-    """Images were uploaded (the whole list); bad ones are reported, good ones shown."""
-    return _outcome(profile, state, images_inspected(profile, paths, limits=limits))
-
-
-def load_audio(profile: Profile, state: StudioState, path: str | None, source: str = "file", *,
-               limits: UploadLimits = UploadLimits()) -> Outcome:
-    """Audio was uploaded or recorded (or cleared)."""
-    return _outcome(profile, state, audio_inspected(profile, path, source, limits=limits))
 
 
 # ---------------------------------------------------------------- inspections side by side

@@ -4,9 +4,10 @@ hidden: ``python -m tests.deploy.ffmpeg_child MODE``, one JSON line on stdout (l
 * ``spawn``: the start-up fallback (``dots3_demo.ffmpeg.ensure_libraries``, which may re-execute this
   module once), then a process started the way vLLM starts its engine core (multiprocessing
   ``spawn``) decodes the bundled example clip's frames and sound track with torchcodec.
-* ``ui``: the studio's own video handler on the bundled "Video + sound track" example, the page
-  header of a freshly built interface, and ``app.main(["inspect", clip, "--json"])`` (its JSON line
-  comes first) — without the re-execution, i.e. what a user sees when the libraries cannot be found.
+* ``ui``: the studio's video upload (run as the page's events run it, ``support.uploads``) on the
+  bundled "Video + sound track" example, the page header of a freshly built interface, and
+  ``app.main(["inspect", clip, "--json"])`` (its JSON line comes first) — without the re-execution,
+  i.e. what a user sees when the libraries cannot be found.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ def ui() -> dict:
     from dots3_demo import ffmpeg
     from dots3_demo.core.state import initial_state
     from dots3_demo.profiles import load_profile
-    from dots3_demo.ui import handlers
     from dots3_demo.ui.app import build_interface
     from dots3_demo.ui.examples import EXAMPLES_DIR, studio_examples
+    from support.uploads import Page
 
     example = next(e for e in studio_examples() if e.label == "Video + sound track")
     profile = load_profile()
     state = initial_state(32768)
-    outcome = handlers.load_video(profile, state, str(EXAMPLES_DIR / example.video), state.settings)
+    outcome = Page(profile, state).video(str(EXAMPLES_DIR / example.video), state.settings)
     demo = build_interface(profile, seq=32768)
     header = next(b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) == "d3-header")
     import app

@@ -1,4 +1,4 @@
-"""Every example goes through the inspector and the upload handlers like an upload, and is a request vLLM takes."""
+"""Every example goes through the inspector and the upload events like an upload, and is a request vLLM takes."""
 
 from __future__ import annotations
 
@@ -10,26 +10,23 @@ from dots3_demo.engine.media import check_media_limits
 from dots3_demo.inspection import AudioReport, ImageReport, VideoReport, VideoSettings, inspect_file
 from dots3_demo.profiles import DEFAULT_MM_LIMITS
 from dots3_demo.tools import parse_tools_json
-from dots3_demo.ui import chat, chat_views, handlers
+from dots3_demo.ui import chat, chat_views
 from dots3_demo.ui.examples import EXAMPLES_DIR, StudioExample, example_row, studio_examples
+from support.uploads import Page
 
 SEQ = 32768
 VIEW_TABS = {"frames", "budget", "interleave", "images", "mel"}
 
 
-def _load(profile, example: StudioExample, state: StudioState | None = None) -> StudioState:
-    """What the panels' ``.change`` events do after a click: set or clear each panel, in turn."""
+def _load(profile, example: StudioExample, page: Page | None = None) -> StudioState:
+    """What the panels' ``.change`` events do after a click: set or clear each panel, in turn (on ``page``:
+    the page the earlier clicks were on)."""
     video, images, audio, _prompt, _tools = example_row(example)
-    state = state or initial_state(SEQ)
-    for outcome in (
-        lambda s: handlers.load_video(profile, s, video, s.settings),
-        lambda s: handlers.load_images(profile, s, images),
-        lambda s: handlers.load_audio(profile, s, audio, "file"),
-    ):
-        result = outcome(state)
+    page = page or Page(profile, initial_state(SEQ))
+    for upload in (lambda: page.video(video), lambda: page.images(images), lambda: page.audio(audio, "file")):
+        result = upload()
         assert result.error is None, f"{example.label}: {result.error}"
-        state = result.state
-    return state
+    return page.state
 
 
 def test_examples_are_well_formed():
@@ -94,9 +91,9 @@ def test_each_example_loads_through_the_handlers_and_is_a_valid_request(profile,
 
 def test_switching_examples_replaces_the_media(profile):
     """Clicking one example after another leaves only the last one's media in the panels."""
-    state = None
+    page = Page(profile, initial_state(SEQ))
     for example in studio_examples():
-        state = _load(profile, example, state)
+        state = _load(profile, example, page)
         kinds = {m.kind for m in panel_media(state)}
         assert ("video" in kinds) == bool(example.video)
         assert ("image" in kinds) == bool(example.images)

@@ -33,7 +33,8 @@ from dots3_demo.core.state import ChatSession, initial_state, new_session
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat, chat_views, handlers
-from dots3_demo.ui.handlers import Outcome, StudioState
+from dots3_demo.ui.handlers import StudioState
+from support.uploads import Page, Shown
 from tests.hardening import corpus
 
 SEQ = 32768
@@ -53,31 +54,32 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return files
 
 
-def _ok(outcome: Outcome) -> StudioState:
+def _ok(outcome: Shown) -> StudioState:
     assert outcome.error is None, outcome.error
     return outcome.state
 
 
 @pytest.fixture(scope="module")
 def studios(profile, media, tmp_path_factory: pytest.TempPathFactory) -> dict[str, StudioState]:
-    """Studio states the cases start from, each built by the real handlers."""
+    """Studio states the cases start from, each built by uploads run as the page runs them."""
     empty = initial_state(SEQ)
-    video = _ok(handlers.load_video(profile, empty, str(media["clip.mp4"]), empty.settings))
-    full = _ok(handlers.load_audio(profile, _ok(handlers.load_images(profile, video, [str(media["photo.png"])])),
-                                   str(media["tone.wav"])))
-    image = _ok(handlers.load_images(profile, empty, [str(media["photo.png"])]))
+    video = _ok(Page(profile, empty).video(str(media["clip.mp4"])))
+    full_page = Page(profile, video)  # the image, then the audio clip, on the video's page
+    _ok(full_page.images([str(media["photo.png"])]))
+    full = _ok(full_page.audio(str(media["tone.wav"])))
+    image = _ok(Page(profile, empty).images([str(media["photo.png"])]))
     vanished_path = tmp_path_factory.mktemp("vanished") / "deleted after upload.png"
     shutil.copy(media["photo.png"], vanished_path)
-    vanished = _ok(handlers.load_images(profile, empty, [str(vanished_path)]))
+    vanished = _ok(Page(profile, empty).images([str(vanished_path)]))
     vanished_path.unlink()  # Gradio's cache was cleaned between the upload and the message
     return {
         "plain": empty,
         "full": full,  # session A of the inspection cases: video + image + audio
         "video": video,
-        "video_b": _ok(handlers.load_video(profile, empty, str(media["clip_b.mp4"]), empty.settings)),
-        "video_image": _ok(handlers.load_images(profile, video, [str(media["photo.png"])])),
-        "video_audio": _ok(handlers.load_audio(profile, video, str(media["tone.wav"]))),
-        "nine_images": _ok(handlers.load_images(profile, empty, [str(media["photo.png"])] * 9)),
+        "video_b": _ok(Page(profile, empty).video(str(media["clip_b.mp4"]))),
+        "video_image": _ok(Page(profile, video).images([str(media["photo.png"])])),
+        "video_audio": _ok(Page(profile, video).audio(str(media["tone.wav"]))),
+        "nine_images": _ok(Page(profile, empty).images([str(media["photo.png"])] * 9)),
         "image": image,  # session B
         "vanished": vanished,
     }
@@ -197,17 +199,18 @@ OWNED = {"video": {"video", "video_path", "settings"}, "images": {"images"},
 STUDIO_FIELDS = ("settings", "video_path", "video", "images", "audio_path", "audio", "audio_source")
 
 
-def _upload(profile, state: StudioState, case: FileCase, media: dict[str, Path]) -> Outcome:
+def _upload(profile, state: StudioState, case: FileCase, media: dict[str, Path]) -> Shown:
     paths = [str(media[name]) for name in case.files]
+    page = Page(profile, state)
     if case.panel == "video":
-        return handlers.load_video(profile, state, paths[0], state.settings)
+        return page.video(paths[0], state.settings)
     if case.panel == "images":
-        return handlers.load_images(profile, state, paths)
-    return handlers.load_audio(profile, state, paths[0], "microphone" if case.panel == "microphone" else "file")
+        return page.images(paths)
+    return page.audio(paths[0], "microphone" if case.panel == "microphone" else "file")
 
 
-def _shown_text(outcome: Outcome) -> str:
-    """The status line and every text view an outcome sets (where notes about the file appear)."""
+def _shown_text(outcome: Shown) -> str:
+    """The status line and every text view the event sets (where notes about the file appear)."""
     texts = [outcome.status] + [v for v in outcome.views.values() if isinstance(v, str)]
     return "\n".join(texts)
 
@@ -238,7 +241,7 @@ def test_upload(case: FileCase, media, studios, profile):
         corpus.assert_clear(_shown_text(outcome), case.mentions)
         _assert_only_own_panel_changed(before, outcome.state, OWNED[case.panel])
     # session B's next inspection is what it would have been without A's bad input
-    again = handlers.load_images(profile, studios["plain"], [str(media["photo.png"])])
+    again = Page(profile, studios["plain"]).images([str(media["photo.png"])])
     assert again.error is None and again.state.images[0][1].tokens == studios["image"].images[0][1].tokens
 
 
@@ -281,8 +284,8 @@ def test_budget_controls(case: SettingsCase, media, studios, profile):
     world = World(media, studios, profile)
     before = studios["full"]
 
-    def move_slider() -> Outcome:
-        return handlers.resolve(profile, before, video_settings_from_controls(*case.controls))
+    def move_slider() -> Shown:
+        return Page(profile, before).settings(video_settings_from_controls(*case.controls))
 
     outcome = asyncio.run(alongside_other_session(world, lambda: asyncio.to_thread(move_slider)))
     if case.verdict == "refused":
@@ -296,7 +299,7 @@ def test_budget_controls(case: SettingsCase, media, studios, profile):
         _assert_only_own_panel_changed(before, outcome.state, OWNED["video"])
     # a video uploaded with the same controls is refused for the same reason, or inspected
     settings = video_settings_from_controls(*case.controls)
-    upload = handlers.load_video(profile, before, str(media["clip.mp4"]), settings)
+    upload = Page(profile, before).video(str(media["clip.mp4"]), settings)
     assert (upload.error is None) == (case.verdict == "accepted")
 
 

@@ -36,6 +36,7 @@ from dots3_demo.inspection.limits import (
 from dots3_demo.inspection.probe import MediaProbe
 from dots3_demo.ui import handlers
 from support import media_factory
+from support.uploads import Page, Shown
 from tests.inspection.conftest import run_cli
 
 DEFAULT = UploadLimits()
@@ -223,15 +224,16 @@ def test_the_inspect_command_applies_no_upload_limits(files):
 @pytest.fixture(scope="module")
 def session(profile, files) -> StudioState:
     """A session holding a video, an image and an audio clip (all within the limits)."""
-    state = initial_state(8192)
-    state = handlers.load_video(profile, state, str(files["short.mp4"]), state.settings, limits=DEFAULT).state
-    state = handlers.load_images(profile, state, [str(files["photo.png"])], limits=DEFAULT).state
-    state = handlers.load_audio(profile, state, str(files["tone.wav"]), limits=DEFAULT).state
+    page = Page(profile, initial_state(8192), limits=DEFAULT)
+    for shown in (page.video(str(files["short.mp4"])), page.images([str(files["photo.png"])]),
+                  page.audio(str(files["tone.wav"]))):
+        assert shown.error is None, shown.error
+    state = page.state
     assert state.video is not None and state.images and state.audio is not None
     return state
 
 
-def _assert_refused_and_kept(outcome: handlers.Outcome, before: StudioState, flag: str, name: str) -> None:
+def _assert_refused_and_kept(outcome: Shown, before: StudioState, flag: str, name: str) -> None:
     assert outcome.state is before  # the whole session (reports and paths) as it was
     assert outcome.error and flag in outcome.error and name in outcome.error
     assert outcome.status.startswith("⚠") and flag in outcome.status
@@ -240,28 +242,27 @@ def _assert_refused_and_kept(outcome: handlers.Outcome, before: StudioState, fla
 
 def test_handlers_refuse_and_keep_the_session(profile, files, session, no_decoding):
     before = session
-    _assert_refused_and_kept(
-        handlers.load_video(profile, before, str(files["long.mp4"]), before.settings, limits=DEFAULT),
-        before, "--max-video-seconds", "long.mp4")
-    _assert_refused_and_kept(
-        handlers.load_video(profile, before, str(files["wide.mp4"]), before.settings, limits=DEFAULT),
-        before, "--max-video-resolution", "wide.mp4")
-    _assert_refused_and_kept(handlers.load_images(profile, before, [str(files["huge.png"])], limits=DEFAULT),
-                             before, "--max-image-pixels", "huge.png")
+
+    def page() -> Page:  # each upload on a page of its own: its status line is that panel's alone
+        return Page(profile, before, limits=DEFAULT)
+
+    _assert_refused_and_kept(page().video(str(files["long.mp4"])), before, "--max-video-seconds", "long.mp4")
+    _assert_refused_and_kept(page().video(str(files["wide.mp4"])), before, "--max-video-resolution", "wide.mp4")
+    _assert_refused_and_kept(page().images([str(files["huge.png"])]), before, "--max-image-pixels", "huge.png")
     for source in ("file", "microphone"):
-        _assert_refused_and_kept(handlers.load_audio(profile, before, str(files["long.wav"]), source, limits=DEFAULT),
-                                 before, "--max-audio-seconds", "long.wav")
+        _assert_refused_and_kept(page().audio(str(files["long.wav"]), source), before, "--max-audio-seconds",
+                                 "long.wav")
 
 
 def test_a_refused_upload_never_reaches_the_chat(profile, files, session, no_decoding):
-    outcome = handlers.load_video(profile, session, str(files["long.mp4"]), session.settings, limits=DEFAULT)
+    outcome = Page(profile, session, limits=DEFAULT).video(str(files["long.mp4"]))
     sent = {m.path for m in panel_media(outcome.state)}
     assert str(files["long.mp4"]) not in sent
     assert sent == {str(files["short.mp4"]), str(files["photo.png"]), str(files["tone.wav"])}
 
 
 def test_one_refused_image_leaves_the_others(profile, files, session):
-    outcome = handlers.load_images(profile, session, [str(files["photo.png"]), str(files["huge.png"])], limits=DEFAULT)
+    outcome = Page(profile, session, limits=DEFAULT).images([str(files["photo.png"]), str(files["huge.png"])])
     assert [Path(p).name for p, _ in outcome.state.images] == ["photo.png"]
     assert "huge.png" in outcome.error and "--max-image-pixels" in outcome.error
 

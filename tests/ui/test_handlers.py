@@ -1,4 +1,5 @@
-"""The UI's plain handler functions, called directly (no browser, no server)."""
+"""The UI's plain handler functions, called directly (no browser, no server); uploads run as the page's events
+run them (``support.uploads.Page``)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,22 @@ from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.chat_views import ENGINE_HELP
-from dots3_demo.ui.handlers import VIEW_KEYS
+from dots3_demo.ui.handlers import FIGURE_KEYS, PANEL_KEYS, SHARED_KEYS, VIEW_KEYS
+from support.uploads import Page
 
 
 @pytest.fixture(scope="module")
 def loaded(profile, clip_with_audio):
     """State after uploading the 8 s clip with sound at the default budget."""
     state = initial_state(32768)
-    outcome = handlers.load_video(profile, state, str(clip_with_audio), state.settings)
-    assert outcome.error is None, outcome.error
-    return outcome
+    shown = Page(profile, state).video(str(clip_with_audio), state.settings)
+    assert shown.error is None, shown.error
+    return shown
 
 
 def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, loaded):
     expected = inspect_file(clip_with_audio, profile, VideoSettings(seq=32768), expected="video")
-    gallery = loaded.views["frames_gallery"]
+    gallery = loaded.panel["frames_gallery"]
     assert len(gallery) == len(expected.frames) == len(loaded.state.video.frames)
     for (image, caption), frame in zip(gallery, expected.frames, strict=True):
         assert caption.startswith(frame.timestamp + " · ")
@@ -37,32 +39,35 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
         assert caption.endswith(f"{frame.tokens} tok")
         assert image.size == frame.image.size
     assert set(loaded.views) <= set(VIEW_KEYS)
-    for key in ("cost_plot", "fps_plot", "timeline_plot", "budget_plot"):
-        assert isinstance(loaded.views[key], Figure)
+    assert set(loaded.panel) <= set(PANEL_KEYS) and set(loaded.shared) == set(SHARED_KEYS)
+    assert set(loaded.figures) == {"cost_plot", "fps_plot", "timeline_plot"} < set(FIGURE_KEYS)
+    for key in ("cost_plot", "fps_plot", "timeline_plot"):
+        assert isinstance(loaded.figures[key], Figure)
+    assert isinstance(loaded.shared["budget_plot"], Figure)
     assert "✓" in loaded.status, loaded.status
     assert f"{len(expected.frames)} frames" in loaded.status, loaded.status
     # the interleave view lists every audio segment and the groups
-    assert len(loaded.views["segment_pick"]["choices"]) == len(expected.audio_segments)
-    assert len(loaded.views["groups_df"]) == len(expected.groups)
-    assert "Sound track kept" in loaded.views["summary"]
-    text = re.sub(r"<[^>]+>", "", loaded.views["summary"])
+    assert len(loaded.panel["segment_pick"]["choices"]) == len(expected.audio_segments)
+    assert len(loaded.panel["groups_df"]) == len(expected.groups)
+    assert "Sound track kept" in loaded.shared["summary"]
+    text = re.sub(r"<[^>]+>", "", loaded.shared["summary"])
     assert re.search(r"Sound track kept: \d+ tokens reserved", text), text  # the verdict is said once
 
 
 def test_preview_marks_approximate_numbers(profile, loaded):
     assert profile.is_preview
-    assert "≈" in loaded.views["frames_gallery"][0][1]
-    assert "≈" in loaded.views["summary"]
+    assert "≈" in loaded.panel["frames_gallery"][0][1]
+    assert "≈" in loaded.shared["summary"]
 
 
 def test_seq_change_resolves(profile, loaded):
     small = video_settings_from_controls(2048, True, 0, 0, 1.0, "eval_ek")
-    outcome = handlers.resolve(profile, loaded.state, small)
+    outcome = Page(profile, loaded.state).settings(small)
     assert outcome.error is None, outcome.error
     assert outcome.state.settings.seq == 2048
     assert outcome.state.video.solver.seq == 2048
-    assert len(outcome.views["frames_gallery"]) < len(loaded.views["frames_gallery"])
-    assert outcome.views["reserve"] == 512  # auto reserve follows seq
+    assert len(outcome.panel["frames_gallery"]) < len(loaded.panel["frames_gallery"])
+    assert outcome.panel["reserve"] == 512  # auto reserve follows seq
     assert "Re-solved for seq 2,048" in outcome.status
     # the earlier state object is untouched (gr.State keeps what we return)
     assert loaded.state.settings.seq == 32768
@@ -70,7 +75,7 @@ def test_seq_change_resolves(profile, loaded):
 
 def test_explicit_reserve_and_max_new_tokens(profile, loaded):
     settings = video_settings_from_controls(8192, False, 1024, 3000, 1.0, "whole")
-    outcome = handlers.resolve(profile, loaded.state, settings)
+    outcome = Page(profile, loaded.state).settings(settings)
     assert outcome.error is None
     assert outcome.state.video.solver.effective_reserve == 3000
     assert outcome.state.video.solver.k_mode == "whole"
@@ -78,7 +83,7 @@ def test_explicit_reserve_and_max_new_tokens(profile, loaded):
 
 def test_bad_video_keeps_prior_state(profile, loaded, text_as_video, empty_video):
     for bad in (text_as_video, empty_video):
-        outcome = handlers.load_video(profile, loaded.state, str(bad), loaded.state.settings)
+        outcome = Page(profile, loaded.state).video(str(bad), loaded.state.settings)
         assert outcome.error and bad.name in outcome.error
         assert bad.name in outcome.status and "⚠" in outcome.status
         assert outcome.state is loaded.state  # frames, images, audio all kept
@@ -86,55 +91,60 @@ def test_bad_video_keeps_prior_state(profile, loaded, text_as_video, empty_video
 
 
 def test_image_in_video_panel_is_refused(profile, loaded, photo):
-    outcome = handlers.load_video(profile, loaded.state, str(photo), loaded.state.settings)
+    outcome = Page(profile, loaded.state).video(str(photo), loaded.state.settings)
     assert outcome.error and outcome.state is loaded.state
 
 
 def test_invalid_settings_keep_prior_state(profile, loaded):
     settings = video_settings_from_controls(4096, False, 4096, 0, 1.0, "eval_ek")
-    outcome = handlers.resolve(profile, loaded.state, settings)
+    outcome = Page(profile, loaded.state).settings(settings)
     assert outcome.error and "leaves no room" in outcome.error
     assert outcome.state is loaded.state and outcome.views == {}
 
 
 def test_settings_without_video_update_budget_only(profile):
     state = initial_state(16384)
-    outcome = handlers.resolve(profile, state, video_settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
+    outcome = Page(profile, state).settings(video_settings_from_controls(8192, True, 0, 0, 1, "eval_ek"))
     assert outcome.error is None
-    assert set(outcome.views) == {"summary", "budget_plot", "reserve"}
+    assert set(outcome.panel) == {"reserve"} and set(outcome.shared) == {"summary", "budget_plot"}
+    # the video panel's figures are drawn again, as the placeholders they were (there is no video)
+    assert set(outcome.figures) == {"cost_plot", "fps_plot", "timeline_plot"}
+    assert outcome.figures["fps_plot"] is None
     assert outcome.state.settings.seq == 8192
 
 
 def test_images_good_and_bad(profile, loaded, photo, text_as_video):
-    outcome = handlers.load_images(profile, loaded.state, [str(photo), str(text_as_video)])
+    page = Page(profile, loaded.state)
+    outcome = page.images([str(photo), str(text_as_video)])
     assert outcome.error and text_as_video.name in outcome.error  # the bad one is reported …
     assert len(outcome.state.images) == 1  # … the good one is shown
-    assert len(outcome.views["grid_gallery"]) == 1
-    assert "34×46" in outcome.views["grid_gallery"][0][1]
+    assert len(outcome.panel["grid_gallery"]) == 1
+    assert "34×46" in outcome.panel["grid_gallery"][0][1]
     assert outcome.state.video is loaded.state.video
-    only_bad = handlers.load_images(profile, outcome.state, [str(text_as_video)])
+    only_bad = page.images([str(text_as_video)])
     assert only_bad.error and only_bad.state is outcome.state and only_bad.views == {}
 
 
 def test_audio_and_mel(profile, loaded, tone, long_tone):
-    outcome = handlers.load_audio(profile, loaded.state, str(tone))
+    page = Page(profile, loaded.state)
+    outcome = page.audio(str(tone))
     assert outcome.error is None
-    rate, samples = outcome.views["heard_audio"]
+    rate, samples = outcome.panel["heard_audio"]
     assert rate == 16000 and samples.dtype == np.int16 and len(samples) == 48000
-    assert isinstance(outcome.views["mel_plot"], Figure)
-    assert "audio clip" in outcome.views["summary"]
-    longer = handlers.load_audio(profile, outcome.state, str(long_tone), "microphone")
+    assert isinstance(outcome.figures["mel_plot"], Figure)
+    assert "audio clip" in outcome.shared["summary"]
+    longer = page.audio(str(long_tone), "microphone")
     assert len(longer.state.audio.chunk_tokens) == 2
     assert longer.state.audio_source == "microphone"
     # clearing the file input while a recording is shown keeps the recording
-    kept = handlers.load_audio(profile, longer.state, None, "file")
+    kept = page.audio(None, "file")
     assert kept.state.audio is longer.state.audio and kept.views == {}
-    cleared = handlers.load_audio(profile, longer.state, None, "microphone")
+    cleared = page.audio(None, "microphone")
     assert cleared.state.audio is None
 
 
 def test_bad_audio(profile, loaded, text_as_video):
-    outcome = handlers.load_audio(profile, loaded.state, str(text_as_video))
+    outcome = Page(profile, loaded.state).audio(str(text_as_video))
     assert outcome.error and outcome.state is loaded.state
 
 
@@ -148,8 +158,8 @@ def test_segment_audio(loaded):
 
 
 def test_clearing_video(profile, loaded):
-    outcome = handlers.load_video(profile, loaded.state, None, loaded.state.settings)
-    assert outcome.state.video is None and outcome.views["frames_gallery"] == []
+    outcome = Page(profile, loaded.state).video(None, loaded.state.settings)
+    assert outcome.state.video is None and outcome.panel["frames_gallery"] == []
 
 
 def test_initial_views_cover_every_output(profile):
@@ -187,7 +197,7 @@ def test_incomplete_video_is_flagged(profile, loaded):
 
 def test_files_path_types(profile, loaded, photo):
     """Gradio may hand over a single path string or Path objects."""
-    outcome = handlers.load_images(profile, loaded.state, str(photo))
+    outcome = Page(profile, loaded.state).images(str(photo))
     assert len(outcome.state.images) == 1
-    outcome = handlers.load_images(profile, loaded.state, [Path(photo)])
+    outcome = Page(profile, loaded.state).images([Path(photo)])
     assert len(outcome.state.images) == 1

@@ -9,7 +9,8 @@ from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.args import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
 from dots3_demo.ui import chat, handlers
-from dots3_demo.ui.inspect_page import _emit
+from dots3_demo.ui.inspect_page import on_images, on_inspected
+from support.uploads import Page
 from tests.ui.test_chat import SEQ, _Args, _settings
 
 MODEL = "assets/preview_profile"
@@ -31,19 +32,24 @@ def test_uploads_inspect_and_say_the_media_will_not_reach_the_model(profile, tmp
     from tests.engine.media import make_png
 
     engine = InProcessEngine(make_engine_args(MODEL, language_model_only=True), engine_factory=_never_built)
-    outcome = handlers.load_images(profile, initial_state(SEQ), [str(make_png(tmp_path / "a.png"))])
-    state, status, *_ = _emit(outcome, engine)
-    assert len(state.images) == 1 and state.images[0][1].tokens > 0  # inspected as usual
-    assert status.startswith("✓ 1 image(s)") and "not sent to the model" in status
-    _, plain, *_ = _emit(outcome, None)
-    assert "not sent to the model" not in plain
+    paths = [str(make_png(tmp_path / "a.png"))]
+    for with_engine, says in ((engine, True), (None, False)):  # the page's callbacks, in the order it runs them
+        session = handlers.new_inspections(initial_state(SEQ))
+        state, status, *_ = on_images(profile, session, paths, engine=with_engine)
+        after_state, after_status, *_ = on_inspected(profile, with_engine, session)
+        assert after_state is state
+        assert len(state.images) == 1 and state.images[0][1].tokens > 0  # inspected as usual
+        for line in (status, after_status):
+            assert line.startswith("✓ 1 image(s)")
+            assert ("not sent to the model" in line) == says
 
 
 def test_send_explains_before_anything_reaches_the_engine(profile, tmp_path):
     from tests.engine.media import make_png
 
     engine = InProcessEngine(make_engine_args(MODEL, language_model_only=True), engine_factory=_never_built)
-    outcome = handlers.load_images(profile, initial_state(SEQ), [str(make_png(tmp_path / "b.png"))])
+    outcome = Page(profile, initial_state(SEQ)).images([str(make_png(tmp_path / "b.png"))])
+    assert outcome.error is None
 
     async def main():
         return [v async for v in chat.send_message(engine, outcome.state, new_session(), "what is it?",

@@ -13,10 +13,10 @@ from dots3_demo.core.state import StudioState, initial_state
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.video import VideoSettings
-from dots3_demo.ui import handlers
 from dots3_demo.workbench import compare
 from dots3_demo.workbench.compare import CompareSession, ReadSetting, new_compare_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from support.uploads import Page
 from tests.workbench.stopping import stop_and_wait_for_aborts
 
 SEQ = 4096  # the 8 s clip fits it at full quality; half of it makes the solver degrade
@@ -33,7 +33,7 @@ def setting(seq: int = SEQ, *, audio_cap: float = 1.0, k_mode: str = "eval_ek", 
 @pytest.fixture(scope="module")
 def studio(profile, clip_with_audio) -> StudioState:
     """The upload panels holding the 8 s clip, inspected as the video panel does (the studio's Budget tab)."""
-    outcome = handlers.load_video(profile, initial_state(SEQ), str(clip_with_audio), VideoSettings(seq=SEQ))
+    outcome = Page(profile, initial_state(SEQ)).video(str(clip_with_audio), VideoSettings(seq=SEQ))
     assert outcome.error is None and outcome.state.video is not None
     return outcome.state
 

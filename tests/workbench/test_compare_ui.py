@@ -14,11 +14,12 @@ from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import inspect_file
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.video import VideoSettings
-from dots3_demo.ui import build_interface, handlers, layout
+from dots3_demo.ui import build_interface, layout
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.compare import CompareStream, SettingControls
 from dots3_demo.workbench import compare
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from support.uploads import Page
 from tests.ui.test_wiring import _by_id, _fn
 from tests.workbench.stopping import stop_and_wait_for_aborts
 
@@ -41,7 +42,7 @@ def side(seq: int, system: str = "Answer as alpha") -> tuple:
 
 @pytest.fixture(scope="module")
 def studio(profile, clip_with_audio):
-    outcome = handlers.load_video(profile, initial_state(SEQ), str(clip_with_audio), VideoSettings(seq=SEQ))
+    outcome = Page(profile, initial_state(SEQ)).video(str(clip_with_audio), VideoSettings(seq=SEQ))
     return outcome.state
 
 

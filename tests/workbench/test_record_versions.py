@@ -18,12 +18,13 @@ from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import StudioState, initial_state, new_session
 from dots3_demo.engine.protocol import SamplingSettings
 from dots3_demo.inspection.video import VideoSettings
-from dots3_demo.ui import chat, handlers, record_page
+from dots3_demo.ui import chat, record_page
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.workbench import compare
 from dots3_demo.workbench import record as rec
 from dots3_demo.workbench.compare import new_compare_session
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from support.uploads import Page
 from tests.workbench.htmlcheck import assert_inert
 
 V1 = Path(__file__).parent / "fixtures" / "v1-session.zip"
@@ -44,7 +45,7 @@ def _reply_blocks(page: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def studio(profile, clip_with_audio) -> StudioState:
-    outcome = handlers.load_video(profile, initial_state(SEQ), str(clip_with_audio), VideoSettings(seq=SEQ))
+    outcome = Page(profile, initial_state(SEQ)).video(str(clip_with_audio), VideoSettings(seq=SEQ))
     return outcome.state
 
 
