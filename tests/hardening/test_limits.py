@@ -254,6 +254,22 @@ def test_handlers_refuse_and_keep_the_session(profile, files, session, no_decodi
                                  "long.wav")
 
 
+def test_each_panel_applies_the_limits_it_is_given(profile, files, session, no_decoding):
+    """Limits tighter than the defaults, on files the defaults accept: every panel refuses by the limits it was
+    given, not by its own defaults (a panel that dropped them would accept these)."""
+    tight = UploadLimits(max_video_seconds=1, max_image_pixels=100_000,  # (durations: 0.5 s of slack)
+                         max_audio_seconds=0.5)
+
+    def page() -> Page:
+        return Page(profile, session, limits=tight)
+
+    _assert_refused_and_kept(page().video(str(files["short.mp4"])), session, "--max-video-seconds", "short.mp4")
+    _assert_refused_and_kept(page().images([str(files["photo.png"])]), session, "--max-image-pixels", "photo.png")
+    for source in ("file", "microphone"):
+        _assert_refused_and_kept(page().audio(str(files["tone.wav"]), source), session, "--max-audio-seconds",
+                                 "tone.wav")
+
+
 def test_a_refused_upload_never_reaches_the_chat(profile, files, session, no_decoding):
     outcome = Page(profile, session, limits=DEFAULT).video(str(files["long.mp4"]))
     sent = {m.path for m in panel_media(outcome.state)}
