@@ -1,7 +1,7 @@
 """Uploads run the way the page's events run them (tests only): one visitor's page, no server.
 
 Every upload to the page, and every move of a Budget control, runs these steps in order
-(``dots3_demo.ui.app._setup_inspection``):
+(``dots3_demo.ui.inspect_page.setup_inspection_events``):
 
 1. *arrives*: ``handlers.announce_*`` (the panel's job in flight is cancelled, the panel shown busy);
 2. the inspection: ``handlers.inspect_*`` → a ``PanelUpdate``: the state, the status line, the
