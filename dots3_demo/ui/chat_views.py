@@ -21,6 +21,7 @@ from dots3_demo.core.counts import token_pairs
 from dots3_demo.core.records import MediaItem
 from dots3_demo.core.reply import Reply
 from dots3_demo.core.state import ChatSession, StudioState
+from dots3_demo.core.text import show_controls
 from dots3_demo.core.turns import loading_line
 from dots3_demo.engine.protocol import ChatEngine, PromptTokens, SamplingSettings, ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
@@ -96,14 +97,14 @@ def chat_welcome(engine: ChatEngine | None) -> list[MessageDict]:
 
 def notice(text: str, title: str = "⚠ Not sent to the model") -> dict[str, Any]:
     """An assistant-side notice in the chat (not model output)."""
-    return {"role": "assistant", "content": text, "metadata": {"title": title, "status": "done"}}
+    return {"role": "assistant", "content": show_controls(text), "metadata": {"title": title, "status": "done"}}
 
 
 def _pretty_json(text: str) -> str:
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)  # escapes control bytes itself
     except (TypeError, ValueError):
-        return text
+        return show_controls(text)
 
 
 def tool_call_bubble(call: ToolCall) -> dict[str, Any]:
@@ -117,7 +118,7 @@ def user_bubbles(text: str, media: Sequence[MediaItem]) -> list[dict[str, Any]]:
     shown: list[dict[str, Any]] = [{"role": "user", "content": {"path": m.path, "alt_text": views.name_of(m.path)}}
                                    for m in media]
     if text:
-        shown.append({"role": "user", "content": text})
+        shown.append({"role": "user", "content": show_controls(text)})
     return shown
 
 
@@ -128,10 +129,10 @@ def answer_bubbles(reply: Reply) -> list[dict[str, Any]]:
     shown = [notice(text, "ℹ How this request was served") for text in reply.notices]
     if reply.reasoning:
         thinking = not reply.text and not reply.tool_calls and not reply.finished
-        shown.append({"role": "assistant", "content": reply.reasoning,
+        shown.append({"role": "assistant", "content": show_controls(reply.reasoning),
                       "metadata": {"title": "Thinking", "status": "pending" if thinking else "done"}})
     if reply.text:
-        shown.append({"role": "assistant", "content": reply.text})
+        shown.append({"role": "assistant", "content": show_controls(reply.text)})
     shown += [tool_call_bubble(call) for call in reply.tool_calls]
     if reply.writing_tool_call:
         shown.append({"role": "assistant", "content": "…",

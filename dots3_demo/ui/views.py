@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dots3_demo.core.counts import totals
 from dots3_demo.core.state import StudioState
+from dots3_demo.core.text import show_controls
 from dots3_demo.ui.figures import COLORS
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ GROUP_COLUMNS = ["group", "frames", "frame tok", "audio (s)", "audio tok"]
 
 
 def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Any value as escaped HTML text, control bytes shown as their Control Pictures (``core.text``)."""
+    return html.escape(show_controls(str(text)), quote=True)
 
 
 def name_of(path: str | Path | None) -> str:

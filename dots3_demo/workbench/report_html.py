@@ -7,8 +7,8 @@ A report is one file that opens offline and runs nothing:
   that forbids every script, every external load and every form (:data:`CSP`); no block here writes a
   URL other than a ``data:`` image;
 * every text that reaches the page (model output, file names, notes, tool arguments, an imported
-  session's JSON) goes through ``html.escape``; a block returns HTML and only blocks' output may be
-  joined into a body.
+  session's JSON) goes through ``html.escape``, its control bytes shown visibly (``core.text.show_controls``);
+  a block returns HTML and only blocks' output may be joined into a body.
 
 The pictures are the inspector's: :func:`frame_thumbnails` shrinks the frames vLLM's video code produced
 (``VideoReport.frames``, what the UI's Frames gallery shows) and captions them with the timestamp text
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dots3_demo.core.records import Answer, Verdict
+from dots3_demo.core.text import show_controls
 from dots3_demo.engine.protocol import ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
 
@@ -88,8 +89,9 @@ details > .d3r-text { color: var(--muted); border-left: 3px solid var(--line); p
 
 
 def esc(value: object) -> str:
-    """Any value as escaped HTML text (quotes too: safe inside an attribute)."""
-    return html.escape(str(value), quote=True)
+    """Any value as escaped HTML text (quotes too: safe inside an attribute), control bytes shown as their Control
+    Pictures (``core.text.show_controls``: a NUL is ␀, never a raw byte in the page)."""
+    return html.escape(show_controls(str(value)), quote=True)
 
 
 # ---------------------------------------------------------------- the page
