@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -38,9 +39,10 @@ def on_export(profile: Profile, engine: ChatEngine | None, studio: StudioState, 
     """The session's zip and HTML report (the chat and the compare rounds) as two download buttons; a session
     that cannot be exported (a file of it is gone) says why and offers nothing."""
     settings = chat_settings_from_controls(**layout.ChatControls.named(controls))
+    served_by = asyncio.run(session_files.engine_vllm_version(engine))  # a worker thread: no loop runs here
     try:
         exported = session_files.export_session(profile, engine, studio, session, settings,
-                                                compare=compared.rounds)
+                                                compare=compared.rounds, engine_vllm=served_by)
     except RecordError as exc:
         gr.Warning(str(exc), duration=8)
         hidden = gr.DownloadButton(visible=False)

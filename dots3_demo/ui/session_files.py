@@ -28,6 +28,7 @@ from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat
 from dots3_demo.workbench import record as rec
+from dots3_demo.workbench.eval_results import server_version
 
 IMPORTS_FOLDER = "session-imports"  # inside Gradio's cache: each import unpacks into a folder of its own here
 
@@ -54,17 +55,28 @@ class ImportedSession:
 
 def export_session(profile: Profile, engine: ChatEngine | None, studio: StudioState, session: ChatSession,
                    settings: ChatSettings, *, compare: Sequence[CompareRound] = (),
-                   out_dir: str | Path | None = None) -> ExportedSession:
+                   out_dir: str | Path | None = None, engine_vllm: str | None = None) -> ExportedSession:
     """The session's zip and HTML report (the chat and the ``compare`` rounds), in a new folder under
-    ``out_dir`` (default: Gradio's cache, which the page may serve). Raises ``RecordError`` (one line) when a
-    file of the session is gone."""
+    ``out_dir`` (default: Gradio's cache, which the page may serve); ``engine_vllm``: the server's vLLM version
+    (remote mode; :func:`engine_vllm_version`). Raises ``RecordError`` (one line) when a file of the session is
+    gone."""
     shown = current_session(session)
     record = rec.build_record(shown, studio, rec.chat_setup(settings), profile=profile,
                               model=(engine.model or "") if engine is not None else "",
-                              engine=engine.label if engine is not None else "", compare=compare)
+                              engine=engine.label if engine is not None else "", compare=compare,
+                              engine_vllm=engine_vllm)
     folder = Path(tempfile.mkdtemp(prefix="session-export-", dir=out_dir or get_upload_folder()))
     return ExportedSession(zip_path=rec.export_zip(record, folder), html_path=rec.export_html(record, folder),
                            replies=shown.reply_count, media=len(record.media))
+
+
+async def engine_vllm_version(engine: ChatEngine | None) -> str | None:
+    """The vLLM that serves ``engine``'s replies when it is not the one installed here: a remote server's
+    ``/version`` ("server did not say" when it does not answer); None for an in-process engine or none."""
+    endpoint = getattr(engine, "endpoint", None)
+    if not isinstance(endpoint, str):
+        return None
+    return await server_version(endpoint) or "server did not say"
 
 
 def import_session(path: str | Path, session: ChatSession, *, dest_dir: str | Path | None = None) -> ImportedSession:

