@@ -23,6 +23,14 @@ class _Tokenizer:
     def get_vocab(self) -> dict[str, int]:
         return dict(VOCAB)
 
+    def get_added_vocab(self) -> dict[str, int]:
+        return dict(VOCAB)
+
+    def decode(self, ids: list[int], **_: Any) -> str:
+        """Each ordinary id reads as one letter (``a`` for 1, ``b`` for 2, …), a special token as its name."""
+        names = {i: name for name, i in VOCAB.items()}
+        return "".join(names.get(i) or chr(ord("a") + (i - 1) % 26) for i in ids)
+
 
 class _TokParams:
     def with_kwargs(self, **kwargs: Any) -> _TokParams:

@@ -115,7 +115,8 @@ def build_engine(ns: argparse.Namespace, *, on_stall: Callable[[], None] | None 
 
         if not getattr(ns, "endpoint", None):
             raise SystemExit("--engine remote needs --endpoint URL")
-        return RemoteEngine(ns.endpoint, api_key=getattr(ns, "api_key", None), model=getattr(ns, "remote_model", None))
+        return RemoteEngine(ns.endpoint, api_key=getattr(ns, "api_key", None), model=getattr(ns, "remote_model", None),
+                            tokenizer_dir=getattr(ns, "model", None))
     from dots3_demo.engine.inprocess import InProcessEngine
 
     stall = getattr(ns, "engine_stall_timeout", DEFAULT_STALL_TIMEOUT_S)

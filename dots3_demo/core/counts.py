@@ -64,6 +64,27 @@ def token_pairs(prompt: PromptTokens, media: tuple[MediaItem, ...]) -> list[Toke
     return out
 
 
+def mismatch_causes(pairs: list[TokenPair]) -> list[str]:
+    """What a difference between the engine's prompt and the inspector's plan most likely means, per kind of
+    difference (issue 21 §2), in plain words; [] when every pair is equal."""
+    causes: list[str] = []
+    for pair in pairs:
+        if pair.equal:
+            continue
+        if pair.engine == 0 and pair.inspector > 0:
+            cause = (f"no {pair.label} reached the engine: a part dropped on the way (a gateway or proxy that drops "
+                     "content parts), or a server that drops it")
+        elif pair.label.startswith("video"):
+            cause = ("the video was planned otherwise: with the server's own defaults (a server started without "
+                     "--trust-request-mm-kwargs ignores the Budget tab), or another model's processor config")
+        else:
+            cause = (f"the {pair.label} was expanded otherwise: another model (its image processor or audio stride "
+                     "differ from this profile's)")
+        if cause not in causes:
+            causes.append(cause)
+    return causes
+
+
 def totals(state: StudioState) -> dict[str, int]:
     """Prompt tokens by modality over every upload (media only: no question, no chat template)."""
     text = image = audio = 0

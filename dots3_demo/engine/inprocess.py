@@ -34,6 +34,7 @@ from typing import Any
 
 from dots3_demo.engine import enginelog
 from dots3_demo.engine.media import prepare_messages
+from dots3_demo.engine.promptview import view_from_tokenizer
 from dots3_demo.engine.protocol import (
     CONTEXT_HINT,
     EngineStatus,
@@ -366,7 +367,8 @@ class InProcessEngine:
             raise
         except refusal_types() as exc:  # vLLM's renderer refused the conversation (too long, a template error)
             raise RequestRefused(refusal_message(exc)) from exc
-        vocab = engine.renderer.get_tokenizer().get_vocab()
+        tokenizer = engine.renderer.get_tokenizer()
+        vocab = tokenizer.get_vocab()
         sampling_params = build_sampling_params(turn)
         assembler = TurnAssembler(turn.tools, self._starts_in_reasoning)
         stats = TurnStats(source="engine", max_tokens=int(turn.sampling.max_tokens), max_model_len=self.max_model_len)
@@ -386,6 +388,7 @@ class InProcessEngine:
                         stats.prompt = prompt_tokens_by_modality(
                             output.prompt_token_ids, engine_input.get("mm_placeholders"), vocab
                         )
+                        stats.prompt_view = view_from_tokenizer(output.prompt_token_ids, tokenizer, "engine")
                     if output.num_cached_tokens is not None and stats.prompt is not None:
                         stats.prompt.cached = output.num_cached_tokens
                     completion = output.outputs[0] if output.outputs else None

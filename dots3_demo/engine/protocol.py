@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from dots3_demo.budget import VideoSettings
+from dots3_demo.engine.promptview import PromptView
 from dots3_demo.tools.calls import ToolCall as ToolCall
 from dots3_demo.tools.calls import ToolCallStatus as ToolCallStatus
 
@@ -121,6 +122,8 @@ class TurnStats:
     # (``--max-model-len``; a server's, from its ``/v1/models``). None: not known (a record made before).
     max_tokens: int | None = None
     max_model_len: int | None = None
+    # The prompt as the engine got it, token by token (``engine.promptview``); None: not known (a record made before)
+    prompt_view: PromptView | None = None
 
     def snapshot(self) -> TurnStats:
         """A copy a delta can carry while the adapter keeps updating its own (both adapters use it)."""

@@ -20,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from dots3_demo.engine.media import check_media_limits, modality_of, read_media_bytes
+from dots3_demo.engine.promptview import (
+    PromptView,
+    server_prompt_flags,
+    special_tokens,
+    text_messages,
+    view_from_tokenizer,
+)
 from dots3_demo.engine.protocol import (
     CONTEXT_HINT,
     EngineStatus,
@@ -31,6 +38,7 @@ from dots3_demo.engine.protocol import (
     TurnRequest,
     TurnStats,
 )
+from dots3_demo.engine.stats import prompt_tokens_from_view
 from dots3_demo.engine.textsplit import ReasoningSplitter
 from dots3_demo.tools.calls import ToolCallAccumulator
 from dots3_demo.tools.forcing import tool_call_regex
@@ -113,6 +121,7 @@ class RemoteEngine:
         model: str | None = None,
         timeout: float = 600.0,
         capacity: int = 16,
+        tokenizer_dir: str | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._api_key = api_key
@@ -124,6 +133,36 @@ class RemoteEngine:
         self._max_model_len: int | None = None
         self._streams: dict[str, Any] = {}
         self.mm_kwargs_refused = False  # the server refused per-request mm_processor_kwargs once
+        # The tokenizer that reads the server's prompt_token_ids (the studio's profile, --model; None: the
+        # bundled preview profile's). Loaded on the first reply that returns ids.
+        self._tokenizer_dir = tokenizer_dir
+        self._tokenizer: Any = None
+
+    def tokenizer(self) -> Any:
+        """The profile's tokenizer, loaded once (vLLM's ``get_tokenizer``, as the inspector loads it)."""
+        if self._tokenizer is None:
+            from vllm.tokenizers.registry import get_tokenizer
+
+            from dots3_demo.profiles import PREVIEW_PROFILE_DIR
+
+            self._tokenizer = get_tokenizer(self._tokenizer_dir or str(PREVIEW_PROFILE_DIR))
+        return self._tokenizer
+
+    def prompt_view(self, ids: list[int], prompt_text: str | None, turn: TurnRequest) -> PromptView:
+        """The server's own prompt ids, read with the profile's tokenizer, and flagged where they show another
+        model or another chat template than the profile's (``promptview.server_prompt_flags``)."""
+        from jinja2 import TemplateError
+
+        tokenizer = self.tokenizer()
+        try:
+            local = tokenizer.apply_chat_template(text_messages(turn.messages), tools=turn.tools or None,
+                                                  add_generation_prompt=True, tokenize=False)
+            flags = server_prompt_flags(ids, prompt_text, special_tokens(tokenizer),
+                                        lambda text: tokenizer.encode(text, add_special_tokens=False), str(local))
+        except (ValueError, TypeError, LookupError, TemplateError) as exc:  # cannot render here: say so, keep the view
+            flags = (f"this profile's chat template could not render the conversation here "
+                     f"({' '.join(str(exc).split())}): the template was not checked",)
+        return view_from_tokenizer(ids, tokenizer, "server", prompt_text=prompt_text, flags=flags)
 
     @property
     def status(self) -> EngineStatus:
@@ -220,6 +259,10 @@ class RemoteEngine:
         extra: dict[str, Any] = {
             "repetition_penalty": settings.repetition_penalty,
             "skip_special_tokens": False,
+            # vLLM's server returns the prompt it built (ids and text) on the first chunk: the prompt view and
+            # the check of its tokens by modality against the inspector's plan (issue 21 §1-2)
+            "return_token_ids": True,
+            "return_prompt_text": True,
         }
         if mm_kwargs and has_video(turn.messages):
             extra["mm_processor_kwargs"] = turn.mm_processor_kwargs()
@@ -261,10 +304,17 @@ class RemoteEngine:
         try:
             async for chunk in stream:
                 reasoning, text = "", ""
+                returned = getattr(chunk, "model_extra", None) or {}
+                if stats.prompt_view is None and returned.get("prompt_token_ids"):
+                    stats.prompt_view = self.prompt_view(list(returned["prompt_token_ids"]),
+                                                         returned.get("prompt_text"), turn)
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
                     stats.output_tokens = usage.completion_tokens or 0
-                    stats.prompt = PromptTokens(total=usage.prompt_tokens or 0, by_modality=False)
+                    if stats.prompt_view is not None:  # by modality, from the server's own ids
+                        stats.prompt = prompt_tokens_from_view(stats.prompt_view)
+                    else:
+                        stats.prompt = PromptTokens(total=usage.prompt_tokens or 0, by_modality=False)
                     details = getattr(usage, "prompt_tokens_details", None)
                     if details is not None and getattr(details, "cached_tokens", None) is not None:
                         stats.prompt.cached = details.cached_tokens

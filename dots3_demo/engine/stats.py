@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from dots3_demo.engine.promptview import PromptView
 from dots3_demo.engine.protocol import PromptTokens, TurnStats
 
 IMAGE_PAD = "<|imgpad|>"
@@ -38,6 +39,23 @@ def prompt_tokens_by_modality(
                 span = ids[offset: offset + length]
                 result.video_frames += sum(1 for t in span if t == image_pad)
                 result.video_audio += sum(1 for t in span if t == audio_pad)
+    result.text = result.total - result.image - result.audio - result.video
+    return result
+
+
+def prompt_tokens_from_view(view: PromptView) -> PromptTokens:
+    """Prompt tokens by modality read from the ids alone (a server's ``prompt_token_ids``), counted as
+    :func:`prompt_tokens_by_modality` counts on vLLM's placeholder ranges: an item's markers, and a video's
+    timestamp text, inside the item; pad tokens inside a video are its frames and its sound track."""
+    by: dict[str, int] = {}
+    pads: dict[str, int] = {}
+    for span in view.spans:
+        by[span.kind] = by.get(span.kind, 0) + span.count
+        if span.pad:
+            pads[span.kind] = pads.get(span.kind, 0) + span.count
+    result = PromptTokens(total=view.total, image=by.get("image", 0), audio=by.get("audio", 0),
+                          video=by.get("video frame", 0) + by.get("video sound", 0),
+                          video_frames=pads.get("video frame", 0), video_audio=pads.get("video sound", 0))
     result.text = result.total - result.image - result.audio - result.video
     return result
 

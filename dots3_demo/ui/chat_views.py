@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dots3_demo.core.counts import token_pairs
+from dots3_demo.core.counts import mismatch_causes, token_pairs
 from dots3_demo.core.records import MediaItem
 from dots3_demo.core.reply import Reply
 from dots3_demo.core.state import ChatSession, StudioState
@@ -26,7 +26,7 @@ from dots3_demo.core.turns import loading_line
 from dots3_demo.engine.protocol import ChatEngine, PromptTokens, SamplingSettings, ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
 from dots3_demo.tools import EXAMPLE_TOOLS, ToolSchemaError, parse_tools_json
-from dots3_demo.ui import views
+from dots3_demo.ui import prompt_view, views
 
 if TYPE_CHECKING:
     from gradio.components.chatbot import MessageDict
@@ -213,10 +213,12 @@ def figures_md(reply: Reply, media: tuple[MediaItem, ...], *, budget_note: str =
     line = " · ".join(parts)
     if s.prompt is not None and s.prompt.by_modality and media:
         line += "  \n" + " · ".join(f"`{c}`" for c in token_comparison(s.prompt, media))
+        line += "".join(f"  \n≠ {views.esc(cause)}" for cause in mismatch_causes(token_pairs(s.prompt, media)))
+    line += prompt_view.flags_md(s.prompt_view)
     line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
     if budget_note:
         line += "  \n" + budget_note
-    return line
+    return line + prompt_view.fold_md(s.prompt_view)
 
 
 def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dots3_demo.core.records import Answer
+from dots3_demo.engine.promptview import PromptView
 from dots3_demo.engine.protocol import (
     ChatEngine,
     PromptTokens,
@@ -27,6 +28,7 @@ from dots3_demo.engine.protocol import (
 )
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import Profile
+from dots3_demo.workbench import codec
 from dots3_demo.workbench.evalset import line_key
 from dots3_demo.workbench.report_html import Thumbnail
 
@@ -121,6 +123,8 @@ class EvalResult:
             "budget": self.budget,
             "plan": list(self.plan),
             "prompt_tokens": _prompt_json(stats.prompt) if stats is not None and stats.prompt is not None else None,
+            # the prompt as the engine got it, token by token (engine.promptview; null: not known)
+            "prompt_view": codec.to_json(stats.prompt_view) if stats is not None and stats.prompt_view else None,
             "answer": answer.text if answer is not None else None,
             "reasoning": answer.reasoning if answer is not None else None,
             "tool_calls": [c.as_openai() for c in answer.tool_calls] if answer is not None else None,
@@ -141,8 +145,10 @@ class EvalResult:
             answer = None
             if data["answer"] is not None:
                 prompt = _prompt_from_json(data["prompt_tokens"]) if data.get("prompt_tokens") else None
+                view = (codec.from_json(PromptView, data["prompt_view"], "prompt_view") if data.get("prompt_view")
+                        else None)
                 stats = TurnStats(ttft_s=data.get("ttft_s"), tokens_per_s=data.get("tokens_per_s"),
-                                  output_tokens=data.get("output_tokens") or 0, prompt=prompt)
+                                  output_tokens=data.get("output_tokens") or 0, prompt=prompt, prompt_view=view)
                 calls = tuple(ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
                               for c in data.get("tool_calls") or ())
                 answer = Answer(text=data["answer"], reasoning=data.get("reasoning") or "", tool_calls=calls,

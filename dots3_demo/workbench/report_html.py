@@ -32,6 +32,7 @@ from dots3_demo.core.records import Answer, Verdict
 from dots3_demo.core.text import show_controls
 from dots3_demo.engine.protocol import ToolCall, TurnStats
 from dots3_demo.engine.stats import finish_words
+from dots3_demo.workbench.prompt_html import prompt_view_html
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -408,6 +409,7 @@ def answer_html(answer: Answer, *, title: str = "", verdict: Verdict | None = No
     if answer.error:
         parts.append(f'<div class="d3r-error">⚠ {esc(answer.error)}</div>')
     parts.append(stats_html(answer.stats, answer.finish_reason))
+    parts.append(prompt_view_html(answer.stats.prompt_view if answer.stats else None))
     if ran_with:
         parts.append(f'<details class="d3r-ran-with" open><summary>ran with</summary>{facts_html(ran_with)}</details>')
     elif ran_with_note:

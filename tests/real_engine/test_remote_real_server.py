@@ -74,8 +74,9 @@ def test_a_text_turn_streams_from_vllm_serve(endpoint):
     assert len(views) > 3  # sending, then partial replies, then the end
     final = views[-1]
     assert final.done and "finish" in final.figures and "TTFT" in final.figures
-    assert "the server reports no split by modality" in final.figures
-    assert "(text 0" not in final.figures
+    # the server returned its prompt ids (issue 21 §2): counted by modality from them, and shown token by token
+    assert "the server reports no split by modality" not in final.figures and "(text 0" not in final.figures
+    assert "(text " in final.figures and "the server&#x27;s own ids" in final.figures
     assert final.session.messages[-1]["role"] == "assistant" and final.session.messages[-1]["content"]
 
 

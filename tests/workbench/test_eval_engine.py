@@ -23,7 +23,7 @@ from dots3_demo.cli.eval import main_eval
 from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
 from dots3_demo.profiles import PREVIEW_PROFILE_DIR
 from dots3_demo.workbench.batch import Progress, evaluate
-from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
+from dots3_demo.workbench.eval_results import BatchSettings, EvalResult, EvalRun
 from support import media_factory
 from support.doubles import ScriptedAsyncLLM, scripted_engine
 
@@ -79,6 +79,11 @@ def test_answers_checks_and_the_request_the_chat_would_send(tmp_path, profile, p
     assert missed["checks"] == [{"expect": "room 4", "found": False}] and missed["error"] is None
     # the figures are the engine's: the double's prompt (10 text + 6 image tokens) and its request metrics
     assert found["prompt_tokens"]["total"] == 16 and found["prompt_tokens"]["image"] == 6
+    # and the prompt itself, token by token (issue 21 §1): the double's ids, its image pad run one chip
+    spans = found["prompt_view"]["spans"]
+    assert found["prompt_view"]["source"] == "engine" and sum(s["repeat"] * len(s["token_ids"]) for s in spans) == 16
+    assert [s["kind"] for s in spans] == ["text", "image", "image", "image"] and spans[2]["repeat"] == 4
+    assert EvalResult.from_json(found).answer.stats.prompt_view.total == 16
     assert found["ttft_s"] == 0.25 and found["tokens_per_s"] == 2.0 and found["output_tokens"] == 2
     assert tool["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert tool["finish_reason"] == "tool_calls" and tool["answer"] == "Let me check. "

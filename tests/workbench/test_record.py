@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import html
 import json
 import re
 import zipfile
@@ -16,6 +17,7 @@ import pytest
 from dots3_demo.core.records import Answer, CompareRound, CompareSide, ReplyRating, TurnSetting
 from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import MediaItem, StudioState, new_session
+from dots3_demo.engine.promptview import view_from_tokenizer
 from dots3_demo.engine.protocol import PromptTokens, SamplingSettings, TurnStats
 from dots3_demo.inspection.plan import plan_file
 from dots3_demo.tools import EXAMPLE_TOOLS
@@ -57,16 +59,22 @@ def settings() -> ChatSettings:
                              sampling=SamplingSettings(temperature=0.2, max_tokens=256, seed=7))
 
 
+PROMPT = ("<|system|>Be brief \x00<b><|endofsystem|>\n<|user|><|img|>" + "<|imgpad|>" * 5
+          + "<|endofimg|>\nWhat is it?<|endofuser|><|assistant|>")
+
+
 @pytest.fixture(scope="module")
-def session(studio, settings):
+def session(studio, settings, profile):
     """A conversation about the video: reasoning, a tool call, its result, the final reply; answers and ratings."""
     engine = scripted_engine(ScriptedAsyncLLM(_script))
     video_only = replace(studio, images=(), audio_path=None, audio=None)  # vLLM takes a video alone
     called = _run(chat.send_message(engine, video_only, new_session(), "What is the weather <i>there</i>?",
                                     settings))[-1].session
     done = _run(chat.send_tool_results(engine, video_only, called, settings, run_examples=True))[-1].session
+    ids = profile.tokenizer.encode(PROMPT, add_special_tokens=False)
     stats = TurnStats(ttft_s=0.25, tokens_per_s=12.5, output_tokens=9, source="engine",
-                      prompt=PromptTokens(total=900, text=20, video=880, video_frames=700, video_audio=150))
+                      prompt=PromptTokens(total=900, text=20, video=880, video_frames=700, video_audio=150),
+                      prompt_view=view_from_tokenizer(ids, profile.tokenizer, "engine"))
     answers = (Answer(text="Let me check.", reasoning="The user wants the weather.", tool_calls=called.tools,
                       finish_reason="tool_calls", stats=stats),
                Answer(text="It is 21 °C in Paris.", finish_reason="stop", stats=stats))
@@ -189,6 +197,23 @@ def test_report_shows_frames_plan_answers_and_ratings(record, workbench_reports,
                  "A says sunny", "half the budget", "A better", "plan only", "scripted"):
         assert part in text, part
     assert len(page.all("details")) >= 2  # the reasoning is folded (and the tools JSON)
+
+
+def test_the_record_keeps_each_replys_prompt_token_by_token(record, exported, tmp_path):
+    """Issue 21 §1: the prompt view is in session.json (read back equal) and in the report: the pad run as one
+    chip, the special tokens, the control byte shown as its picture, the markup escaped."""
+    view = record.transcript.answers[0].stats.prompt_view
+    assert view is not None and view.text() == PROMPT
+    imported = rec.import_zip(exported, tmp_path / "in")
+    assert imported.transcript.answers[0].stats.prompt_view == view
+    document = rec.export_html(record, tmp_path).read_text(encoding="utf-8")
+    page = assert_inert(document)
+    assert {a.get("data-kind") for a in page.all("span")} >= {"image", "special", "text"}
+    chips = [(kind, html.unescape(inner)) for kind, inner in
+             re.findall(r'<span class="d3-tok[^"]*" data-kind="([^"]+)"[^>]*>(.*?)</span>', document)]
+    assert ("image", "<image pad> × 5") in chips and ("special", "<|system|>") in chips
+    assert any(kind == "text" and "Be brief ␀<b>" in text for kind, text in chips)
+    assert "\x00" not in document
 
 
 def test_report_of_an_imported_record_keeps_the_timestamps(exported, workbench_reports, tmp_path):
