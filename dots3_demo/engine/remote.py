@@ -110,6 +110,22 @@ def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return wire
 
 
+async def server_version(endpoint: str, timeout: float = 5.0) -> str | None:
+    """vLLM's server says its version at ``/version`` (beside ``/v1``); None when it does not answer."""
+    import httpx
+
+    root = endpoint.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            answer = await client.get(f"{root}/version")
+            answer.raise_for_status()
+            version = answer.json().get("version")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version else None
+
+
 class RemoteEngine:
     """``ChatEngine`` over an OpenAI-compatible server, with ``openai.AsyncOpenAI``."""
 
@@ -137,6 +153,7 @@ class RemoteEngine:
         # bundled preview profile's). Loaded on the first reply that returns ids.
         self._tokenizer_dir = tokenizer_dir
         self._tokenizer: Any = None
+        self.server_version: str | None = None  # the server's /version, asked when connecting (None: not said)
 
     def tokenizer(self) -> Any:
         """The profile's tokenizer, loaded once (vLLM's ``get_tokenizer``, as the inspector loads it)."""
@@ -211,7 +228,9 @@ class RemoteEngine:
             self._status = EngineStatus("failed", f"cannot reach {self.endpoint}: {reason}",
                                         since=time.monotonic())
             raise EngineUnavailable(self._status.message) from exc
-        self._status = EngineStatus("ready", f"{self.model} at {self.endpoint}", since=time.monotonic())
+        self.server_version = await server_version(self.endpoint)
+        said = f"vLLM {self.server_version}" if self.server_version else "vLLM version not said (no /version)"
+        self._status = EngineStatus("ready", f"{self.model} at {self.endpoint} · {said}", since=time.monotonic())
 
     def probe(self, timeout: float = 5.0) -> bool:
         """Ask the server's ``/models`` now, synchronously (before the UI is built), for the model name

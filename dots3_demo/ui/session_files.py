@@ -25,10 +25,10 @@ from dots3_demo.core.records import CompareRound
 from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import ChatSession, StudioState, current_session
 from dots3_demo.engine.protocol import ChatEngine
+from dots3_demo.engine.remote import server_version
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import chat
 from dots3_demo.workbench import record as rec
-from dots3_demo.workbench.eval_results import server_version
 
 IMPORTS_FOLDER = "session-imports"  # inside Gradio's cache: each import unpacks into a folder of its own here
 

@@ -26,6 +26,7 @@ from dots3_demo.engine.protocol import (
     ToolCall,
     TurnStats,
 )
+from dots3_demo.engine.remote import server_version
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import Profile
 from dots3_demo.workbench import codec
@@ -403,22 +404,6 @@ def changed_engine_args(args: Any) -> dict[str, Any]:
         if not same:
             changed[f.name] = _json_safe(value)
     return changed
-
-
-async def server_version(endpoint: str, timeout: float = 5.0) -> str | None:
-    """vLLM's server says its version at ``/version`` (beside ``/v1``); None when it does not answer."""
-    import httpx
-
-    root = endpoint.rstrip("/")
-    root = root[: -len("/v1")] if root.endswith("/v1") else root
-    try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            answer = await client.get(f"{root}/version")
-            answer.raise_for_status()
-            version = answer.json().get("version")
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    return str(version) if version else None
 
 
 async def engine_facts(engine: ChatEngine | None) -> EngineFacts:

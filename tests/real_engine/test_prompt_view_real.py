@@ -44,8 +44,9 @@ def _studio_turn(endpoint: str, tiny_model) -> object:
         stats = None
         async for delta in engine.stream_turn(turn):
             stats = delta.stats
+        header = engine.status.message
         await engine.shutdown()
-        return stats
+        return stats, header
 
     return asyncio.run(main())
 
@@ -72,7 +73,9 @@ def test_remote_the_view_is_the_ids_the_server_returned(cpu_python, tiny_model, 
     with servers.vllm_server(cpu_python, tiny_model, logs / "view-serve.log", max_model_len=MAX_MODEL_LEN) as child:
         endpoint = child.url + "/v1"
         direct = _server_ids(endpoint)
-        stats = _studio_turn(endpoint, tiny_model)
+        stats, header = _studio_turn(endpoint, tiny_model)
+        version = servers.get_json(child.url + "/version")[1]["version"]
+    assert header.endswith(f" · vLLM {version}")  # the server's /version, in the header's status line
     view = stats.prompt_view
     assert view is not None and view.source == "server"
     assert list(view.token_ids()) == direct["prompt_token_ids"]
@@ -86,6 +89,6 @@ def test_a_server_with_another_chat_template_is_flagged(cpu_python, tiny_model, 
     template.write_text(OTHER_TEMPLATE)
     with servers.vllm_server(cpu_python, tiny_model, logs / "other-template-serve.log", "--chat-template",
                              str(template), max_model_len=MAX_MODEL_LEN) as child:
-        stats = _studio_turn(child.url + "/v1", tiny_model)
+        stats, _ = _studio_turn(child.url + "/v1", tiny_model)
     assert stats.prompt_view is not None and "[user] Héllo" in stats.prompt_view.text()
     assert [f.split(":")[0] for f in stats.prompt_view.flags] == ["another chat template"]
