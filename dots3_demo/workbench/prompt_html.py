@@ -32,14 +32,19 @@ def _ids(span: PromptSpan) -> str:
     return "ids " + " ".join(str(i) for i in span.token_ids)
 
 
+def kind_class(kind: str) -> str:
+    """A chip's class for its kind: ``d3-tok-video-frame``."""
+    return "d3-tok-" + kind.replace(" ", "-")
+
+
 def span_html(span: PromptSpan) -> str:
     style = f"background:{KIND_COLOURS[span.kind]};border-radius:3px;white-space:pre-wrap"
     if span.kind != "text":
         style += ";padding:0 2px;font-weight:600"
     label = _esc(span.label) if span.kind != "text" else _text_html(span.text)
-    return (f'<span class="d3-tok d3-tok-{span.kind.replace(" ", "-")}" data-kind="{span.kind}" '
-            f'data-count="{span.count}" title="{_esc(span.kind)} · {span.count:,} token(s) · {_ids(span)}" '
-            f'style="{style}">{label}</span>')
+    # the kind is in the class (Gradio's Markdown sanitizer keeps class, title and style, not data-* attributes)
+    return (f'<span class="d3-tok {kind_class(span.kind)}" title="{_esc(span.kind)} · {span.count:,} token(s) · '
+            f'{_ids(span)}" style="{style}">{label}</span>')
 
 
 def legend_html(view: PromptView) -> str:

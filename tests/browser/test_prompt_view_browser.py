@@ -50,20 +50,21 @@ def test_the_prompt_view_shows_under_the_reply(chromium, engine_url, profile, sh
         assert "the prompt as the engine got it" in fold.locator("summary").first.inner_text()
         assert "the engine's own ids" in fold.locator("summary").first.inner_text()
         fold.locator("summary").first.click()
-        frames = fold.locator('[data-kind="video frame"]')
+        frames = fold.locator(".d3-tok-video-frame")
         texts = frames.all_inner_texts()
+        assert texts, fold.inner_html()[:2000]
         stamps = [t for t in texts if t.startswith("<00:")]
         pads = [t for t in texts if t.startswith("<image pad>")]
         assert stamps == [f"<{f.timestamp}>" for f in report.frames]
         assert pads == [f"<image pad> × {f.tokens:,}" for f in report.frames]
-        sound = fold.locator('[data-kind="video sound"]').all_inner_texts()
+        sound = fold.locator(".d3-tok-video-sound").all_inner_texts()
         assert sum(int(t.split("× ")[1].replace(",", "")) for t in sound if t.startswith("<audio pad>")) == \
             report.audio_pad_tokens
-        assert fold.locator('[data-kind="special"]').first.inner_text() == "<|system|>"
-        title = fold.locator('[data-kind="video frame"]').nth(1).get_attribute("title") or ""
+        assert fold.locator(".d3-tok-special").first.inner_text() == "<|system|>"
+        title = fold.locator(".d3-tok-video-frame").nth(1).get_attribute("title") or ""
         assert title.startswith("video frame · ") and " × " in title  # the pad run's id, on demand
-        colours = {fold.locator(f'[data-kind="{k}"]').first.evaluate("e => getComputedStyle(e).backgroundColor")
-                   for k in ("special", "video frame", "video sound", "text")}
+        colours = {fold.locator(f".d3-tok-{kind}").first.evaluate("e => getComputedStyle(e).backgroundColor")
+                   for kind in ("special", "video-frame", "video-sound", "text")}
         assert len(colours) == 4  # coloured by kind
         fold.scroll_into_view_if_needed()
         shot = shots_dir / "prompt-view.png"

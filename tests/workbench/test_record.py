@@ -208,9 +208,9 @@ def test_the_record_keeps_each_replys_prompt_token_by_token(record, exported, tm
     assert imported.transcript.answers[0].stats.prompt_view == view
     document = rec.export_html(record, tmp_path).read_text(encoding="utf-8")
     page = assert_inert(document)
-    assert {a.get("data-kind") for a in page.all("span")} >= {"image", "special", "text"}
+    assert {a.get("class") for a in page.all("span")} >= {"d3-tok d3-tok-image", "d3-tok d3-tok-special"}
     chips = [(kind, html.unescape(inner)) for kind, inner in
-             re.findall(r'<span class="d3-tok[^"]*" data-kind="([^"]+)"[^>]*>(.*?)</span>', document)]
+             re.findall(r'<span class="d3-tok d3-tok-([a-z-]+)"[^>]*>(.*?)</span>', document)]
     assert ("image", "<image pad> × 5") in chips and ("special", "<|system|>") in chips
     assert any(kind == "text" and "Be brief ␀<b>" in text for kind, text in chips)
     assert "\x00" not in document
