@@ -61,8 +61,8 @@ def test_the_prompt_view_shows_under_the_reply(chromium, engine_url, profile, sh
         assert sum(int(t.split("× ")[1].replace(",", "")) for t in sound if t.startswith("<audio pad>")) == \
             report.audio_pad_tokens
         assert fold.locator(".d3-tok-special").first.inner_text() == "<|system|>"
-        title = fold.locator(".d3-tok-video-frame").nth(1).get_attribute("title") or ""
-        assert title.startswith("video frame · ") and " × " in title  # the pad run's id, on demand
+        title = frames.nth(texts.index(pads[0])).get_attribute("title") or ""
+        assert title == f"video frame · {report.frames[0].tokens:,} token(s) · id 8 × {report.frames[0].tokens:,}"
         colours = {fold.locator(f".d3-tok-{kind}").first.evaluate("e => getComputedStyle(e).backgroundColor")
                    for kind in ("special", "video-frame", "video-sound", "text")}
         assert len(colours) == 4  # coloured by kind
