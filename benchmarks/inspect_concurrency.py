@@ -38,8 +38,9 @@ uploaded video, *frames* when the gallery holds every frame vLLM sampled with ea
 inspection, as its status line says. In the same run, alternating with the
 browser, this process calls vLLM's own ``preprocess_dots3_note_video`` on the same file's bytes with
 the arguments the inspector passes (``benchmarks.inspect_bench.vllm_kwargs``). Each round uses a new
-file (and a new browser context), medians over ``--rounds``; ratio = frames in the browser / vLLM.
-The goal: ≤ 1.3.
+file (and a new browser context), medians over ``--browser-rounds``; ratio = frames in the browser / vLLM,
+of the medians and, since one slow round on a loaded box moves either median alone, the median of each
+round's own ratio. The goal: ≤ 1.3.
 
 On a small box Chromium competes with the app for the same cores (it decodes the uploaded video for
 its player, renders the page); ``--pin`` runs the app on one core (an inspection uses one) and
