@@ -5,10 +5,12 @@ Every upload to the page, and every move of a Budget control, runs these steps i
 
 1. *arrives*: ``handlers.announce_*`` (the panel's job in flight is cancelled, the panel shown busy);
 2. the inspection: ``handlers.inspect_*`` → a ``PanelUpdate``: the state, the status line, the
-   toast, and the panel's own views (``PANEL_KEYS``);
+   toast, and the panel's own views (``PANEL_KEYS``); a video's frames are shown before it, as soon
+   as vLLM has sampled them (``frames_shown``);
 3. then ``on_inspected`` (``handlers.status_md`` and ``handlers.shared_views``: the status line of
-   every panel, the state the chat reads, the summary and the budget bar) and ``on_figures``
-   (``handlers.panel_figures``: the panel's figures).
+   every panel, the state the chat reads, the summary and the budget bar), ``on_figures``
+   (``handlers.panel_figures``: the panel's figures) and, for the video, ``on_later_views``
+   (``handlers.later_views``: the frame strip, the solver, the interleave).
 
 :class:`Page` runs them one after the other, as one visitor who waits for each result does, and
 returns what the page then shows (:class:`Shown`), step by step. The app's callbacks wrap these
@@ -19,12 +21,12 @@ text-only engine's note): tests/ui/test_wiring.py and tests/ui/test_language_mod
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dots3_demo.core.state import StudioState
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.video import VideoSettings
+from dots3_demo.inspection.video import FrameInfo, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers
 
@@ -40,11 +42,13 @@ class Shown:
     panel: dict[str, Any]  # the inspection's own views: ``PANEL_KEYS``
     shared: dict[str, Any]  # ``on_inspected``'s: ``SHARED_KEYS`` (empty when the state did not change)
     figures: dict[str, Any]  # ``on_figures``': ``FIGURE_KEYS``
+    later: dict[str, Any] = field(default_factory=dict)  # ``on_later_views``': ``LATER_KEYS`` (the video's)
+    early_frames: tuple[FrameInfo, ...] | None = None  # the frames shown before the inspection's result
 
     @property
     def views(self) -> dict[str, Any]:
         """Every view the event set, whichever step set it."""
-        return {**self.panel, **self.shared, **self.figures}
+        return {**self.panel, **self.shared, **self.figures, **self.later}
 
 
 class Page:
@@ -66,12 +70,16 @@ class Page:
         the state's)."""
         settings = settings if settings is not None else self.state.settings
         handlers.announce_video(self.session, path)
-        return self._after(handlers.inspect_video(self.session, self.profile, path, settings, limits=self.limits))
+        early: list[FrameInfo] = []
+        return self._after(handlers.inspect_video(self.session, self.profile, path, settings, limits=self.limits,
+                                                  frames_shown=early.extend), early)
 
     def settings(self, settings: VideoSettings) -> Shown:
         """A Budget control moved: the tab now reads ``settings``."""
         handlers.announce_settings(self.session)
-        return self._after(handlers.inspect_settings(self.session, self.profile, settings, limits=self.limits))
+        early: list[FrameInfo] = []
+        return self._after(handlers.inspect_settings(self.session, self.profile, settings, limits=self.limits,
+                                                     frames_shown=early.extend), early)
 
     def images(self, paths: Sequence[Any] | str | None) -> Shown:
         handlers.announce_images(self.session, paths)
@@ -82,7 +90,7 @@ class Page:
         handlers.announce_audio(self.session, path, source)
         return self._after(handlers.inspect_audio(self.session, self.profile, path, source, limits=self.limits))
 
-    def _after(self, update: handlers.PanelUpdate | None) -> Shown:
+    def _after(self, update: handlers.PanelUpdate | None, early: list[FrameInfo] | None = None) -> Shown:
         assert update is not None, "superseded: nothing else runs on this page"
         status = handlers.status_md(self.session)
         state, shared = update.state, {}
@@ -90,4 +98,6 @@ class Page:
         if drawn is not None:
             state, shared = drawn
         figures = handlers.panel_figures(self.session)
-        return Shown(state, status, update.error, dict(update.views), shared, figures)
+        later = handlers.later_views(self.profile, self.session)
+        return Shown(state, status, update.error, dict(update.views), shared, figures, later,
+                     tuple(early) if early else None)

@@ -18,6 +18,7 @@ from dots3_demo.inspection.limits import UploadLimits, check_limits
 from dots3_demo.inspection.probe import DEFAULT_MAX_IMAGE_PIXELS, Kind, MediaProbe, probe_file, require_kind
 from dots3_demo.inspection.video import (
     K_MODES,
+    FramesReady,
     Progress,
     VideoReport,
     VideoSettings,
@@ -43,23 +44,23 @@ IMAGE_BLOCKS_MAX = 16  # Pillow's blocks are at most 16 MiB: at most 256 MiB kep
 @overload
 def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: None = ...,
                  max_image_pixels: int = ..., limits: UploadLimits | None = ...,
-                 progress: Progress | None = ...) -> Report: ...
+                 progress: Progress | None = ..., frames_ready: FramesReady | None = ...) -> Report: ...
 @overload
 def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["image"],
                  max_image_pixels: int = ..., limits: UploadLimits | None = ...,
-                 progress: Progress | None = ...) -> ImageReport: ...
+                 progress: Progress | None = ..., frames_ready: FramesReady | None = ...) -> ImageReport: ...
 @overload
 def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["audio"],
                  max_image_pixels: int = ..., limits: UploadLimits | None = ...,
-                 progress: Progress | None = ...) -> AudioReport: ...
+                 progress: Progress | None = ..., frames_ready: FramesReady | None = ...) -> AudioReport: ...
 @overload
 def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Literal["video"],
                  max_image_pixels: int = ..., limits: UploadLimits | None = ...,
-                 progress: Progress | None = ...) -> VideoReport: ...
+                 progress: Progress | None = ..., frames_ready: FramesReady | None = ...) -> VideoReport: ...
 @overload
 def inspect_file(path: str | Path, profile: Profile, settings: VideoSettings = ..., *, expected: Kind | None = ...,
                  max_image_pixels: int = ..., limits: UploadLimits | None = ...,
-                 progress: Progress | None = ...) -> Report: ...
+                 progress: Progress | None = ..., frames_ready: FramesReady | None = ...) -> Report: ...
 def inspect_file(
     path: str | Path,
     profile: Profile,
@@ -69,11 +70,13 @@ def inspect_file(
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
     limits: UploadLimits | None = None,
     progress: Progress | None = None,
+    frames_ready: FramesReady | None = None,
 ) -> Report:
     """Inspect one upload; ``expected`` makes a panel refuse the wrong kind of media.
 
     ``limits`` (the web app's ``UploadLimits``) are checked on the file's header, before any
-    decoding; they replace ``max_image_pixels``.
+    decoding; they replace ``max_image_pixels``. ``frames_ready`` gets a video's frames as soon as vLLM has
+    sampled them (``inspect_video_bytes``).
     """
     probe = probe_file(path, max_image_pixels=0 if limits is not None else max_image_pixels)
     if expected is not None:
@@ -84,7 +87,7 @@ def inspect_file(
         return inspect_image_probe(probe, profile)
     if probe.kind == "audio":
         return inspect_audio_probe(probe, profile)
-    return inspect_video_bytes(probe.path.read_bytes(), probe, profile, settings, progress)
+    return inspect_video_bytes(probe.path.read_bytes(), probe, profile, settings, progress, frames_ready)
 
 
 def keep_image_blocks(workers: int) -> int:

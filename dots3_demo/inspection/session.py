@@ -13,6 +13,10 @@ consistent is an :class:`InspectionSession`, one per browser session:
 * :meth:`~InspectionSession.commit` applies the result to the *latest* state under the session's
   lock — never to the state the job started from, so two panels finishing together both land —
   and refuses a superseded job: its result never overwrites a newer one.
+* A job may show part of its result before it commits (a video's frames, as soon as vLLM has sampled
+  them) while it is its panel's job in flight (:meth:`~InspectionSession.preview`). Should it then
+  be superseded, the panel's next result replaces what it showed; one that changes nothing (a
+  rejected file) says so (:meth:`~InspectionSession.reshow`), and the panel shows its state again.
 
 The session is generic over the state it keeps (the UI keeps its ``StudioState``) and holds no
 Gradio object. Each panel also keeps the status line of its last result, and the session says
@@ -116,6 +120,8 @@ class InspectionSession(Generic[S]):
         self._status: dict[str, str] = {}  # panel → the status line of its last result
         self._panel_versions: dict[str, int] = {}  # panel → the version its last commit made
         self._marks: dict[str, int] = {}  # name → a version some view was last drawn at (see claim)
+        self._previewed: set[str] = set()  # panels showing part of a job's result not (yet) committed
+        self._reshow: set[str] = set()  # panels whose last result changed nothing after such a preview
 
     def __deepcopy__(self, memo: dict[int, Any]) -> InspectionSession[S]:
         return type(self)(self._state)
@@ -190,6 +196,26 @@ class InspectionSession(Generic[S]):
             self._waiting.pop(panel, None)
             return job
 
+    def preview(self, job: Job) -> bool:
+        """Whether ``job`` may show part of its result now, before it commits: only while it is its
+        panel's job in flight. The panel is then marked as showing a result not (yet) committed, until
+        the panel's next commit or update (see :meth:`reshow`)."""
+        with self._lock:
+            if job.cancelled or self._jobs.get(job.panel) is not job:
+                return False
+            self._previewed.add(job.panel)
+            return True
+
+    def reshow(self, panel: str) -> bool:
+        """True, once, when ``panel``'s last commit or update changed nothing while the panel showed part of a
+        result that was never committed (a superseded job's, or a job that failed after showing it): the
+        panel's views must then be shown again from the state."""
+        with self._lock:
+            if panel in self._reshow:
+                self._reshow.discard(panel)
+                return True
+            return False
+
     def end(self, job: Job) -> None:
         """Forget ``job`` (it was cancelled or failed without a result to commit)."""
         with self._lock:
@@ -219,6 +245,12 @@ class InspectionSession(Generic[S]):
     def _apply(self, panel: str, apply: Callable[[S], tuple[S, str]]) -> tuple[S, bool]:
         new, status = apply(self._state)
         changed = new is not self._state
+        # What a job showed early is replaced by this result when it is the panel's last word: a commit, or
+        # an update with no job in flight (one in flight shows its own result next).
+        if panel in self._previewed and panel not in self._jobs:
+            self._previewed.discard(panel)
+            if not changed:
+                self._reshow.add(panel)
         if changed:
             self._state = new
             self._version += 1

@@ -54,6 +54,9 @@ class FrameInfo:
         }
 
 
+FramesReady = Callable[[list[FrameInfo]], None]  # vLLM's frames, in its order, before the budget is explained
+
+
 @dataclass
 class AudioSegment:
     index: int
@@ -350,8 +353,14 @@ def inspect_video_bytes(
     profile: Profile,
     settings: VideoSettings = VideoSettings(),
     progress: Progress | None = None,
+    frames_ready: FramesReady | None = None,
 ) -> VideoReport:
-    """Run vLLM's video preprocessing on ``data`` and explain every number it produced."""
+    """Run vLLM's video preprocessing on ``data`` and explain every number it produced.
+
+    ``frames_ready`` is called with the frames as soon as vLLM's call has returned them (each with the
+    timestamp text vLLM put before it, its grid and tokens, in vLLM's order), before the prompt's tokens
+    are counted and the budget explained: the page shows them without waiting for the rest. It runs on
+    the calling thread; whatever it raises stops the inspection."""
     require_kind(probe, "video")
     settings.validate()
     problem = torchcodec_problem()
@@ -441,6 +450,8 @@ def inspect_video_bytes(
         groups.pop()
     if not frames:
         raise InspectionError("vLLM's video preprocessing produced no frames from this file")
+    if frames_ready is not None:
+        frames_ready(list(frames))
     # Pad tokens are special (atomic) tokens, so the expanded span is the text and markers
     # plus one token per pad; tokenizing 10^4 repeated pads would only cost time. The parity
     # tests pin this against vLLM's ``video_prompt_lengths``.

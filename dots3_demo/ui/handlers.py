@@ -4,10 +4,12 @@ Each browser session's uploads go through an ``InspectionSession`` (``inspect_*`
 sessions inspect side by side, a new upload to a panel supersedes the one in flight, and each result
 is applied to the session's latest state, so none is lost. An inspection event returns a
 ``PanelUpdate``: the new state, the status line, an optional error message and the panel's own
-views keyed by output name (``PANEL_KEYS``; the frames first). A key that is missing means "leave
-that output as it is" — so a bad upload changes only the status, and every other panel keeps its
-result. The figures (``panel_figures``) and the views every panel shares (``shared_views``: the
-summary, the budget bar) are drawn after it, with the status line of all panels (``status_md``).
+views keyed by output name (``PANEL_KEYS``). A key that is missing means "leave that output as it
+is" — so a bad upload changes only the status, and every other panel keeps its result. A video's
+frames are shown as soon as vLLM has sampled them (``frames_shown``), its other views
+(``LATER_KEYS``, ``later_views``) once the page has shown the frames. The figures (``panel_figures``)
+and the views every panel shares (``shared_views``: the summary, the budget bar) are drawn after it,
+with the status line of all panels (``status_md``).
 
 The chat lives in ``dots3_demo.ui.chat`` (plain async generators over a ``ChatEngine``) and what the
 page shows of it in ``dots3_demo.ui.chat_views``; with no engine it explains how to attach one.
@@ -30,7 +32,7 @@ from dots3_demo.inspection import InspectionError, inspect_file, interruption_po
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Superseded
-from dots3_demo.inspection.video import Progress, VideoSettings
+from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import figures, views
 
@@ -50,6 +52,12 @@ FIGURE_KEYS: tuple[str, ...] = ("cost_plot", "fps_plot", "timeline_plot", "mel_p
 SHARED_KEYS: tuple[str, ...] = ("summary", "budget_plot")
 # What an inspection event itself shows: its panel's views but the figures.
 PANEL_KEYS: tuple[str, ...] = tuple(k for k in VIEW_KEYS if k not in FIGURE_KEYS + SHARED_KEYS)
+# The video's views but its frames, drawn once the page has shown the frames (``later_views``): made and sent
+# while the browser fetched the pictures, they held the pictures back (the app's Python work and the
+# pictures' serving share one interpreter lock): 0.2 s from the frames sent to all 27 loaded, against 0.1 s
+# after them (Chromium, 2 cores; benchmarks/inspect_concurrency.py).
+LATER_KEYS: tuple[str, ...] = ("frames_info", "frame_strip", "solver_md", "stream_html", "groups_df", "segment_pick",
+                               "segment_audio")
 
 GETTING_STARTED = (
     "**Start here:** drop a video, images or audio on the left. Each upload goes through vLLM's own "
@@ -105,13 +113,22 @@ def video_views(profile: Profile, state: StudioState) -> dict[str, Any]:
 
 def video_panel_views(profile: Profile, state: StudioState) -> dict[str, Any]:
     """The video's outputs but its figures: the frames and their gallery, the solver, the interleave."""
+    return {**video_frames_views(profile, state), **video_later_views(profile, state)}
+
+
+def video_frames_views(profile: Profile, state: StudioState) -> dict[str, Any]:
+    """The frames gallery: what a video event shows at once."""
+    return {"frames_gallery": frames_gallery(profile, state.video.frames) if state.video is not None else []}
+
+
+def video_later_views(profile: Profile, state: StudioState) -> dict[str, Any]:
+    """The video's views but its frames and figures (``LATER_KEYS``): frame strip, solver, interleave."""
     report = state.video
     if report is None:
-        return {k: v for k, v in _empty_video_views(GETTING_STARTED).items() if k not in FIGURE_KEYS}
+        return {k: v for k, v in _empty_video_views(GETTING_STARTED).items() if k in LATER_KEYS}
     choices = views.segment_choices(report)
     return {
         "frames_info": views.frames_info_md(report, profile),
-        "frames_gallery": [(f.image, views.frame_caption(f, profile)) for f in report.frames],
         "frame_strip": views.frame_strip_html(report, profile),
         "solver_md": views.solver_md(report, profile),
         "stream_html": views.stream_html(report, profile),
@@ -119,6 +136,12 @@ def video_panel_views(profile: Profile, state: StudioState) -> dict[str, Any]:
         "segment_pick": {"choices": choices, "value": choices[0][1] if choices else None},
         "segment_audio": segment_audio(state, 0) if choices else None,
     }
+
+
+def frames_gallery(profile: Profile, frames: Sequence[FrameInfo]) -> list[tuple[Any, str]]:
+    """The frames gallery: each frame vLLM sampled, in its order, captioned with the timestamp text vLLM put
+    before it, its grid and tokens."""
+    return [(f.image, views.frame_caption(f, profile)) for f in frames]
 
 
 def video_figures(state: StudioState) -> dict[str, Any]:
@@ -234,9 +257,10 @@ def _rejected(what: str, path: Any, exc: Exception | str, group: str) -> Inspect
 
 
 def panel_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
-    """A group's views but its figures (``PANEL_KEYS``): what an inspection event shows at once. The
-    video's group (``""``: the Budget settings alone) carries the reserve slider too."""
-    make = {"video": video_panel_views, "images": image_views, "audio": audio_panel_views}.get(group)
+    """A group's views but its figures (``PANEL_KEYS``) and, for the video, but those drawn once its frames
+    are shown (``LATER_KEYS``): what an inspection event shows at once. The video's group (``""``: the
+    Budget settings alone) carries the reserve slider too."""
+    make = {"video": video_frames_views, "images": image_views, "audio": audio_panel_views}.get(group)
     shown = make(profile, state) if make else {}
     if group in ("video", ""):
         shown["reserve"] = state.settings.configured_reserve
@@ -251,15 +275,17 @@ def figure_views(state: StudioState, group: str) -> dict[str, Any]:
 
 def video_inspected(
     profile: Profile, path: str | None, settings: VideoSettings, progress: Progress | None = None,
-    *, limits: UploadLimits = UploadLimits(),
+    *, limits: UploadLimits = UploadLimits(), frames_ready: FramesReady | None = None,
 ) -> Inspected:
-    """Run vLLM's video preprocessing on ``path`` with ``settings`` (``None``: the video was cleared)."""
+    """Run vLLM's video preprocessing on ``path`` with ``settings`` (``None``: the video was cleared);
+    ``frames_ready`` gets vLLM's frames as soon as they exist (``inspect_file``)."""
     if not path:
         return Inspected(lambda state: (replace(state, video_path=None, video=None, settings=settings),
                                         "Video cleared."), "video")
     started = time.monotonic()
     try:
-        report = inspect_file(path, profile, settings, expected="video", limits=limits, progress=progress)
+        report = inspect_file(path, profile, settings, expected="video", limits=limits, progress=progress,
+                              frames_ready=frames_ready)
     except InspectionError as exc:
         return _rejected("Video rejected", path, exc, "video")
     status = (f"✓ **{views.esc(views.name_of(path))}** — {len(report.frames)} frames, "
@@ -275,7 +301,7 @@ def video_inspected(
 
 def resolved_inspected(
     profile: Profile, path: str | None, settings: VideoSettings, progress: Progress | None = None,
-    *, limits: UploadLimits = UploadLimits(),
+    *, limits: UploadLimits = UploadLimits(), frames_ready: FramesReady | None = None,
 ) -> Inspected:
     """A Budget control moved: re-plan the video at ``path`` (``None``: there is none, keep the settings)."""
     try:
@@ -285,7 +311,7 @@ def resolved_inspected(
     if path is None:
         status = f"Budget set: seq {settings.seq:,}, reserve {settings.effective_reserve:,}."
         return Inspected(lambda state: (replace(state, settings=settings), status), "")
-    inspected = video_inspected(profile, path, settings, progress, limits=limits)
+    inspected = video_inspected(profile, path, settings, progress, limits=limits, frames_ready=frames_ready)
     if inspected.error is not None:
         return inspected
 
@@ -411,15 +437,38 @@ def _run(session: Inspections, profile: Profile, panel: str, work: Callable[[Job
     if committed is None:
         return None
     state, changed = committed
-    return PanelUpdate(state, status_md(session), inspected.error,
-                       panel_views(profile, state, inspected.group) if changed else {})
+    return PanelUpdate(state, status_md(session), inspected.error, _shown(session, profile, panel, state, changed,
+                                                                         inspected.group))
 
 
 def _now(session: Inspections, profile: Profile, panel: str, inspected: Inspected) -> PanelUpdate:
     """A quick change with no job (nothing to supersede), applied to the latest state."""
     state, changed = session.update(panel, inspected.apply)
-    return PanelUpdate(state, status_md(session), inspected.error,
-                       panel_views(profile, state, inspected.group) if changed else {})
+    return PanelUpdate(state, status_md(session), inspected.error, _shown(session, profile, panel, state, changed,
+                                                                         inspected.group))
+
+
+def _shown(session: Inspections, profile: Profile, panel: str, state: StudioState, changed: bool,
+           group: str) -> dict[str, Any]:
+    """The views a result shows: the group's when it changed the state; else none — but the frames of the
+    state again when the page shows frames a job showed early and never committed (``frames_shown``)."""
+    if changed:
+        return panel_views(profile, state, group)
+    if panel == "video" and session.reshow(panel):
+        return {"frames_gallery": frames_gallery(profile, state.video.frames) if state.video else []}
+    return {}
+
+
+def _showing(session: Inspections, job: Job, frames_shown: FramesReady | None) -> FramesReady | None:
+    """``frames_shown``, called only while ``job`` is its panel's job in flight (``InspectionSession.preview``)."""
+    if frames_shown is None:
+        return None
+
+    def ready(frames: list[FrameInfo]) -> None:
+        if session.preview(job):
+            frames_shown(frames)
+
+    return ready
 
 
 def _label(path: Any) -> str:
@@ -431,18 +480,23 @@ def _label(path: Any) -> str:
 
 
 def inspect_video(session: Inspections, profile: Profile, path: str | None, settings: VideoSettings,
-                  progress: Progress | None = None, *, limits: UploadLimits = UploadLimits()) -> PanelUpdate | None:
-    """The video panel's upload (or clear), as the session's new video job."""
+                  progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
+                  frames_shown: FramesReady | None = None) -> PanelUpdate | None:
+    """The video panel's upload (or clear), as the session's new video job. ``frames_shown`` gets vLLM's
+    frames as soon as they exist, while the job is the panel's latest (the page shows them before the
+    rest; the result's views still hold them)."""
     return _run(session, profile, "video",
-                lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits),
+                lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits,
+                                            frames_ready=_showing(session, job, frames_shown)),
                 path=path, label=_label(path))
 
 
 def inspect_settings(session: Inspections, profile: Profile, settings: VideoSettings,
-                     progress: Progress | None = None, *, limits: UploadLimits = UploadLimits()
-                     ) -> PanelUpdate | None:
+                     progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
+                     frames_shown: FramesReady | None = None) -> PanelUpdate | None:
     """A Budget control moved: re-plan the video the panel shows — or the one it is inspecting, whose
-    job this supersedes so that it is planned with the new settings too."""
+    job this supersedes so that it is planned with the new settings too (``frames_shown``: as in
+    ``inspect_video``)."""
     pending, path = session.pending_input("video")
     if not pending:
         path = session.state.video_path
@@ -455,7 +509,8 @@ def inspect_settings(session: Inspections, profile: Profile, settings: VideoSett
     if path is None:  # a clear is in flight: this clears, with the new settings
         return _run(session, profile, "video", lambda job: video_inspected(profile, None, settings))
     return _run(session, profile, "video",
-                lambda job: resolved_inspected(profile, path, settings, _watching(progress, job), limits=limits),
+                lambda job: resolved_inspected(profile, path, settings, _watching(progress, job), limits=limits,
+                                               frames_ready=_showing(session, job, frames_shown)),
                 path=path, label=_label(path))
 
 
@@ -523,6 +578,17 @@ def shared_views(profile: Profile, session: Inspections) -> tuple[StudioState, d
     if not session.claim("shared", version):
         return None
     return state, {key: value for key, value in summary_views(profile, state).items() if key in SHARED_KEYS}
+
+
+def later_views(profile: Profile, session: Inspections) -> dict[str, Any]:
+    """The video's views drawn once the page shows its frames (``LATER_KEYS``), when the video panel's
+    state is newer than them; a drawing overtaken by a newer commit while it was made is dropped (that
+    commit draws its own)."""
+    changed_at = session.panel_version("video")  # read before the state: the state holds that change
+    if not changed_at or not session.claim("later:video", changed_at):
+        return {}
+    made = video_later_views(profile, session.state)
+    return made if session.panel_version("video") == changed_at else {}
 
 
 def panel_figures(session: Inspections) -> dict[str, Any]:

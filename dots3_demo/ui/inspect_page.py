@@ -10,10 +10,15 @@ for errors.
 
 from __future__ import annotations
 
+import contextvars
 import io
-from collections.abc import Callable, Mapping, Sequence
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -27,7 +32,7 @@ from dots3_demo.core.settings import video_settings_from_controls
 from dots3_demo.core.state import StudioState
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.video import K_MODES, Progress
+from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers, layout, views
 from dots3_demo.ui.handlers import Inspections
@@ -121,8 +126,8 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML, s
         with gr.Tab(label["frames"], id="frames", elem_id="tab-frames"):
             outputs["frames_info"] = gr.Markdown(initial["frames_info"], elem_id="frames-info")
             outputs["frames_gallery"] = gr.Gallery(
-                value=initial["frames_gallery"], label="Sampled frames (as the vision tower gets them)",
-                columns=4, height=500, object_fit="contain", allow_preview=True, elem_id="frames-gallery")
+                value=initial["frames_gallery"], label=FRAMES_GALLERY_LABEL, columns=FRAMES_GALLERY_COLUMNS,
+                height=FRAMES_GALLERY_HEIGHT, object_fit="contain", allow_preview=True, elem_id="frames-gallery")
         with gr.Tab(label["budget"], id="budget", elem_id="tab-budget"):
             budget, budget_outputs = _render_budget_tab(initial, seq)
             outputs.update(budget_outputs)
@@ -157,6 +162,24 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML, s
 
 GALLERY_JPEG_QUALITY = 90
 
+# The frames gallery: 4 columns, 500 px high. The page is at most 1560 px wide (style.CSS), where the gallery
+# is ~1090 px wide: a column, and so the most a picture is shown at in the grid, is at most 264 px square.
+FRAMES_GALLERY_COLUMNS = 4
+FRAMES_GALLERY_HEIGHT = 500
+FRAMES_GALLERY_CELL = 264  # px
+GALLERY_PIXEL_RATIO = 2  # device pixels per CSS pixel a picture is made for (sharp on a HiDPI screen)
+FRAMES_GALLERY_LABEL = ("Sampled frames, in vLLM's order (as the vision tower gets them; pictures at the "
+                        "gallery's size, each frame's size above)")
+
+
+def gallery_picture(picture: Image.Image) -> Image.Image:
+    """``picture`` at the size the frames gallery shows it: shrunk by the largest whole factor that keeps
+    its long side at least ``GALLERY_PIXEL_RATIO`` × a gallery column (a 1092×616 frame: 546×308), each
+    pixel the mean of the ones it replaces (``Image.reduce``: ~1 ms for a 720p frame, a third of what
+    encoding it whole took; the browser then fetches and decodes a quarter of the pixels)."""
+    factor = max(picture.size) // (GALLERY_PIXEL_RATIO * FRAMES_GALLERY_CELL)
+    return picture.reduce(factor) if factor > 1 else picture
+
 
 # Run in the browser before the steps after an inspection: wait (at most 3 s) until the galleries'
 # pictures on screen are loaded, so the server draws the figures after the frames are shown, not while
@@ -175,13 +198,25 @@ AFTER_THE_PICTURES_JS = """async (...inputs) => {
 
 
 def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
+    """``picture`` as a JPEG file in Gradio's cache (a folder named by its bytes' hash, as Gradio names
+    them). A file already there is left alone: rewriting it would truncate it under a browser fetching
+    it (seen as "Response content longer than Content-Length" when a video was inspected twice)."""
     buffer = io.BytesIO()
     picture.convert("RGB").save(buffer, "JPEG", quality=GALLERY_JPEG_QUALITY, subsampling=subsampling)
-    return processing_utils.save_bytes_to_cache(buffer.getvalue(), name, get_upload_folder())
+    data = buffer.getvalue()
+    path = Path(get_upload_folder()) / processing_utils.hash_bytes(data) / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial_path = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.part")
+        partial_path.write_bytes(data)
+        os.replace(partial_path, path)  # whole or not at all, for a reader at any moment
+    return str(path.resolve())
 
 
-def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2) -> list[tuple[Any, str]]:
-    """A gallery's pictures as JPEG files in Gradio's cache (quality 90), encoded side by side.
+def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2,
+                  fit: Callable[[Image.Image], Image.Image] | None = None) -> list[tuple[Any, str]]:
+    """A gallery's pictures as JPEG files in Gradio's cache (quality 90), encoded side by side; ``fit``
+    sizes each picture for the gallery first.
 
     Handed PIL images, Gradio encodes each as WebP: ~60 ms for one 720p frame, 20 times JPEG's
     3 ms, and for a video's frames most of a visitor's wait from dropping the file to seeing them.
@@ -189,17 +224,29 @@ def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2) -> list
     chroma, ``subsampling=2``); drawn grids keep full colour resolution (``subsampling=0``)."""
     names = [f"picture_{index:03d}.jpg" for index in range(len(items))]
     pictures = [picture for picture, _ in items]
-    with ThreadPoolExecutor(max_workers=4) as pool:  # PIL's JPEG encoder lets go of the GIL
-        files = list(pool.map(lambda p, n: _jpeg_file(p, n, subsampling) if isinstance(p, Image.Image) else p,
-                              pictures, names))
+
+    def encode(picture: Any, name: str) -> Any:
+        if not isinstance(picture, Image.Image):
+            return picture
+        return _jpeg_file(fit(picture) if fit is not None else picture, name, subsampling)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # PIL's reduce and JPEG encoder let go of the GIL
+        files = list(pool.map(encode, pictures, names))
     return [(file, caption) for file, (_, caption) in zip(files, items, strict=True)]
+
+
+def frames_gallery_files(items: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """The frames gallery's value: each frame at the gallery's size (``gallery_picture``) as a JPEG file."""
+    return _jpeg_gallery(items, subsampling=2, fit=gallery_picture)
 
 
 def _value_for(key: str, value: Any) -> Any:
     if key == "segment_pick":
         return gr.Dropdown(choices=value["choices"], value=value["value"])
-    if key in ("frames_gallery", "grid_gallery"):
-        return _jpeg_gallery(value, subsampling=2 if key == "frames_gallery" else 0)
+    if key == "frames_gallery":
+        return frames_gallery_files(value)
+    if key == "grid_gallery":
+        return _jpeg_gallery(value, subsampling=0)
     return value
 
 
@@ -209,17 +256,88 @@ def _with_note(status: str, engine: ChatEngine | None) -> str:
     return f"{status}  \n{note}" if note else status
 
 
-def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None) -> tuple[Any, ...]:
+def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None,
+          shown: _ShownFrames | None = None) -> tuple[Any, ...]:
     """``(state, status, *PANEL_KEYS)`` for an inspection event; every one ``gr.skip()`` when a newer
-    upload to the panel superseded it (its result never overwrites the newer one's)."""
+    upload to the panel superseded it (its result never overwrites the newer one's). The frames gallery
+    this event ``shown`` already is handed again as it was, not encoded twice."""
     if update is None:
         return (gr.skip(),) * (2 + len(handlers.PANEL_KEYS))
     if update.error:
         gr.Warning(update.error, duration=8)
-    updates = [
-        _value_for(key, update.views[key]) if key in update.views else gr.skip() for key in handlers.PANEL_KEYS
-    ]
+
+    def value(key: str) -> Any:
+        if key == "frames_gallery" and shown is not None and shown.holds(update.views[key]):
+            return shown.files
+        return _value_for(key, update.views[key])
+
+    updates = [value(key) if key in update.views else gr.skip() for key in handlers.PANEL_KEYS]
     return (update.state, _with_note(update.status, engine), *updates)
+
+
+FRAMES_SENT_WAIT_S = 30.0  # the most an inspection waits for its frames to be sent (a stalled event: go on)
+
+
+class _ShownFrames:
+    """The frames gallery an event showed before its result: the frames, and their files."""
+
+    def __init__(self, frames: list[FrameInfo], profile: Profile):
+        self.images = [f.image for f in frames]
+        self.files = frames_gallery_files(handlers.frames_gallery(profile, frames))
+
+    def holds(self, gallery: list[tuple[Any, str]]) -> bool:
+        """Whether ``gallery`` (a result's) shows these very frames."""
+        return len(gallery) == len(self.images) and all(p is i for (p, _), i in zip(gallery, self.images,
+                                                                                    strict=True))
+
+    def outputs(self) -> tuple[Any, ...]:
+        """The event's outputs with the gallery alone: the state, the status line and the rest wait."""
+        return tuple(self.files if key == "frames_gallery" else gr.skip()
+                     for key in ("state", "status", *handlers.PANEL_KEYS))
+
+
+def _frames_first(inspect: Callable[[FramesReady], handlers.PanelUpdate | None], profile: Profile,
+                  engine: ChatEngine | None) -> Iterator[tuple[Any, ...]]:
+    """An inspection event that shows the video's frames the moment vLLM has sampled them: ``inspect`` (an
+    inspection handler, handed where to send the frames) runs on a thread of its own, and this yields the
+    frames gallery alone as soon as the frames come, then the event's outputs (``_emit``) once it is done.
+
+    The frames wait for nothing else, and nothing else slows them: the inspection stops where the frames
+    came until Gradio has sent them (it resumes this generator after sending), then explains the budget
+    and makes the other views while the browser fetches the pictures. Run side by side with the pictures'
+    encoding and Gradio's sending, that Python work took the GIL from both and held the frames back (~0.1 s
+    of ~0.5 s after vLLM's call, measured in Chromium; ``benchmarks/inspect_concurrency.py``).
+
+    The frames come only from the panel's latest job (``handlers.inspect_video``); the thread runs in this
+    event's context (Gradio's progress bar and toasts find the event there)."""
+    steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    sent = threading.Event()
+
+    def frames_ready(frames: list[FrameInfo]) -> None:
+        steps.put(("frames", frames))
+        sent.wait(FRAMES_SENT_WAIT_S)
+
+    def run() -> None:
+        try:
+            steps.put(("done", inspect(frames_ready)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the event, which raises it
+            steps.put(("raised", exc))
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="inspection", daemon=True).start()
+    try:
+        shown = None
+        kind, value = steps.get()
+        if kind == "frames":
+            shown = _ShownFrames(value, profile)
+            yield shown.outputs()
+            sent.set()
+            kind, value = steps.get()
+        if kind == "raised":
+            raise value
+        yield _emit(value, engine, shown)
+    finally:
+        sent.set()  # an event closed early (the tab went away) never holds its inspection
 
 
 def _progress_adapter(progress: gr.Progress) -> Progress:
@@ -236,21 +354,23 @@ def _progress_adapter(progress: gr.Progress) -> Progress:
 def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: float, reserve_auto: bool,
              reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
              progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-             engine: ChatEngine | None = None) -> tuple[Any, ...]:
+             engine: ChatEngine | None = None) -> Iterator[tuple[Any, ...]]:
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
-    return _emit(handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
-                                        limits=limits), engine)
+    yield from _frames_first(
+        lambda shown: handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
+                                             limits=limits, frames_shown=shown), profile, engine)
 
 
 def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_auto: bool, reserve: float,
                 max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
                 progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-                engine: ChatEngine | None = None) -> tuple[Any, ...]:
+                engine: ChatEngine | None = None) -> Iterator[tuple[Any, ...]]:
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
-    return _emit(handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
-                                           limits=limits), engine)
+    yield from _frames_first(
+        lambda shown: handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
+                                                limits=limits, frames_shown=shown), profile, engine)
 
 
 def on_images(profile: Profile, inspections: Inspections, paths: Sequence[str] | str | None, *,
@@ -297,6 +417,12 @@ def on_inspected(profile: Profile, engine: ChatEngine | None, inspections: Inspe
     return (state, status, *(values[key] for key in handlers.SHARED_KEYS))
 
 
+def on_later_views(profile: Profile, inspections: Inspections) -> tuple[Any, ...]:
+    """After a video event, once the page shows its frames: the video's other views, when its state is newer."""
+    drawn = handlers.later_views(profile, inspections)
+    return tuple(_value_for(key, drawn[key]) if key in drawn else gr.skip() for key in handlers.LATER_KEYS)
+
+
 def on_figures(inspections: Inspections) -> tuple[Any, ...]:
     """After each inspection: the figures of the panels whose state is newer than their figures."""
     drawn = handlers.panel_figures(inspections)
@@ -337,23 +463,26 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
        status line shows the panel busy;
     2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor; one
        visitor's panels run side by side too, each result applied to the visitor's latest state
-       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views — the
-       frames first; a superseded inspection changes nothing;
+       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views; a video's
+       frames the moment vLLM has sampled them (``_frames_first``: the gallery alone, then the state, the
+       status line and the reserve). A superseded inspection changes nothing once a newer result is shown;
     3. then — once the browser has shown the new pictures (``AFTER_THE_PICTURES_JS``), so drawing does
        not slow them down — one at a time app-wide, so the page always ends on the latest: the status
        line of every panel, the state the chat reads and the views all panels share (summary, budget
-       bar); and, side by side, the panel's figures.
+       bar); and, side by side, the panel's figures and a video's other views (``handlers.LATER_KEYS``:
+       the frame strip, the solver, the interleave).
     """
     budget, outputs = model_views.budget, model_views.outputs
     inspections = gr.State(handlers.new_inspections(state.value))
     panel_out = [state, uploads.status, *(outputs[key] for key in handlers.PANEL_KEYS)]
     shared_out = [state, uploads.status, *(outputs[key] for key in handlers.SHARED_KEYS)]
     figure_out = [outputs[key] for key in handlers.FIGURE_KEYS]
+    later_out = [outputs[key] for key in handlers.LATER_KEYS]
     controls = budget.components()  # on_video / on_settings take them by these names, in this order
     arrives = Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
 
     def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
-                progress_on: list[Any], **kwargs: Any) -> None:
+                progress_on: list[Any], video: bool = False, **kwargs: Any) -> None:
         # "multiple": a second upload's inspection starts while the first's runs (and supersedes it);
         # "always_last": the steps after it draw whatever is latest, so pending ones coalesce.
         main = arrived.then(fn, [inspections, *inputs], panel_out, api_name=api_name, concurrency_limit=workers,
@@ -365,18 +494,21 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                   concurrency_limit=1, concurrency_id="inspect-shown", **after)
         main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
                   concurrency_id="inspect-figures", **after)
+        if video:  # the video's views but its frames and figures
+            main.then(partial(on_later_views, profile), outputs=later_out, api_name=f"{api_name}_views",
+                      concurrency_limit=workers, concurrency_id="inspect-views", **after)
 
     frames, solver = outputs["frames_gallery"], outputs["solver_md"]
     inspect(uploads.video.change(partial(on_video_arrives, engine), [inspections, uploads.video],
                                  trigger_mode="multiple", **arrives),
             partial(on_video, profile, limits=limits, engine=engine), [uploads.video, *controls],
-            api_name="inspect_video", show_progress="full", progress_on=[frames])
+            api_name="inspect_video", show_progress="full", progress_on=[frames], video=True)
     for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
                           (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),
                           (budget.k_mode.input, "set_k_mode"), (budget.reserve_auto.input, "set_reserve_auto")):
         inspect(trigger(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
                 partial(on_settings, profile, limits=limits, engine=engine), controls, api_name=name,
-                show_progress="minimal", progress_on=[solver, frames])
+                show_progress="minimal", progress_on=[solver, frames], video=True)
     budget.reserve_auto.change(on_reserve_auto, budget.reserve_auto, budget.reserve, api_name="reserve_auto_toggle",
                                api_visibility="private", queue=False)
     inspect(uploads.images.change(partial(on_images_arrive, engine), [inspections, uploads.images],
@@ -398,7 +530,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                    api_visibility="private", queue=False)
     inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
             partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
-            api_visibility="private", show_progress="hidden", progress_on=[solver])
+            api_visibility="private", show_progress="hidden", progress_on=[solver], video=True)
 
 
 # Run in the browser when a glance link is clicked: bring the detail tabs into view.

@@ -67,6 +67,25 @@ def test_a_change_that_leaves_the_state_alone_keeps_the_version():
     assert session.update("b", _set("b", 5)) == (State(0, 5), True) and session.panel_version("b") == 1
 
 
+def test_a_preview_only_while_the_job_is_the_panels_and_reshown_when_no_result_replaces_it():
+    """A job shows part of its result early (a video's frames) only while it is its panel's job in flight;
+    when the panel's next word changes nothing (the newer upload was rejected), the panel is shown from
+    the state again, once, so the early part of a result never committed does not stay on the page."""
+    session = InspectionSession(State())
+    first = session.begin("a")
+    assert session.preview(first)  # the frames of the first upload are on the page now
+    second = session.begin("a")  # a newer upload supersedes it
+    assert not session.preview(first)  # a superseded job shows nothing more
+    assert session.commit(first, _set("a", 1)) is None
+    assert session.commit(second, lambda state: (state, "rejected")) == (State(), False)
+    assert session.reshow("a") and not session.reshow("a")  # show the state's frames again, once
+    third = session.begin("a")
+    assert session.preview(third)
+    assert session.commit(third, _set("a", 3)) == (State(3, 0), True)
+    assert not session.reshow("a")  # its own result replaced what it showed
+    assert not session.reshow("b")
+
+
 def test_claim_is_true_once_per_newer_version():
     session = InspectionSession(State())
     assert session.claim("x", 0) and not session.claim("x", 0)

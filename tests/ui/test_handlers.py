@@ -16,7 +16,7 @@ from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.chat_views import ENGINE_HELP
-from dots3_demo.ui.handlers import FIGURE_KEYS, PANEL_KEYS, SHARED_KEYS, VIEW_KEYS
+from dots3_demo.ui.handlers import FIGURE_KEYS, LATER_KEYS, PANEL_KEYS, SHARED_KEYS, VIEW_KEYS
 from support.uploads import Page
 
 
@@ -40,6 +40,7 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
         assert image.size == frame.image.size
     assert set(loaded.views) <= set(VIEW_KEYS)
     assert set(loaded.panel) <= set(PANEL_KEYS) and set(loaded.shared) == set(SHARED_KEYS)
+    assert set(loaded.later) == set(LATER_KEYS) and not set(loaded.panel) & set(LATER_KEYS)
     assert set(loaded.figures) == {"cost_plot", "fps_plot", "timeline_plot"} < set(FIGURE_KEYS)
     for key in ("cost_plot", "fps_plot", "timeline_plot"):
         assert isinstance(loaded.figures[key], Figure)
@@ -47,11 +48,37 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
     assert "✓" in loaded.status, loaded.status
     assert f"{len(expected.frames)} frames" in loaded.status, loaded.status
     # the interleave view lists every audio segment and the groups
-    assert len(loaded.panel["segment_pick"]["choices"]) == len(expected.audio_segments)
-    assert len(loaded.panel["groups_df"]) == len(expected.groups)
+    assert len(loaded.later["segment_pick"]["choices"]) == len(expected.audio_segments)
+    assert len(loaded.later["groups_df"]) == len(expected.groups)
     assert "Sound track kept" in loaded.shared["summary"]
     text = re.sub(r"<[^>]+>", "", loaded.shared["summary"])
     assert re.search(r"Sound track kept: \d+ tokens reserved", text), text  # the verdict is said once
+
+
+def test_the_frames_are_shown_before_the_budget_is_explained_and_drawn(profile, clip_with_audio):
+    """vLLM's frames reach the page the moment its call returns them: before the inspector explains the
+    budget, and before the inspection commits, so before its other views, the summary and the figures (all
+    drawn from the committed state)."""
+    session = handlers.new_inspections(initial_state(32768))
+    steps: list[str] = []
+    seen: list[tuple[list, object, int]] = []
+
+    def frames_shown(frames):
+        steps.append("frames shown")
+        seen.append((frames, session.state.video, session.panel_version("video")))
+
+    handlers.announce_video(session, str(clip_with_audio))
+    update = handlers.inspect_video(session, profile, str(clip_with_audio), VideoSettings(seq=32768),
+                                    lambda fraction, text: steps.append(text), frames_shown=frames_shown)
+    assert update is not None and update.error is None
+    assert steps.index("frames shown") < steps.index("explaining the budget"), steps
+    [(frames, video_then, version_then)] = seen
+    assert video_then is None and version_then == 0  # nothing committed yet: no summary, no figures
+    assert session.panel_version("video") > version_then
+    report = update.state.video
+    assert [f.timestamp for f in frames] == [f.timestamp for f in report.frames]  # vLLM's frames, its order
+    assert all(a.image is b.image for a, b in zip(frames, report.frames, strict=True))  # the very pictures
+    assert [image for image, _ in update.views["frames_gallery"]] == [f.image for f in frames]
 
 
 def test_preview_marks_approximate_numbers(profile, loaded):

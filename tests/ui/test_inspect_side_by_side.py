@@ -151,24 +151,25 @@ def test_a_new_upload_supersedes_the_one_in_flight(profile, clip_with_audio, cli
     session, results = _session(), {}
     with gate(monkeypatch) as (release, arrived):
         first = threading.Thread(target=lambda: results.setdefault(
-            "first", fn.fn(session, str(clip_with_audio), *CONTROLS)))
+            "first", list(fn.fn(session, str(clip_with_audio), *CONTROLS))))
         first.start()
         _wait_for(lambda: arrived == [clip_with_audio.name])  # the first is inside its inspection
         job = session.job("video")
         assert job is not None and not job.cancelled
         second = threading.Thread(target=lambda: results.setdefault(
-            "second", fn.fn(session, str(clip_silent), *CONTROLS)))
+            "second", list(fn.fn(session, str(clip_silent), *CONTROLS))))
         second.start()
         _wait_for(lambda: len(arrived) == 2)  # the second has begun (superseding the first)
         release.set()
         first.join(120)
         second.join(120)
     assert job.cancelled
-    assert all(value is gr.skip() or value == gr.skip() for value in results["first"])  # overwrites nothing
+    [superseded] = results["first"]  # it never showed its frames, and its result overwrites nothing
+    assert all(value is gr.skip() or value == gr.skip() for value in superseded)
     assert decoded == [clip_silent.stat().st_size]  # the superseded job never reached vLLM's decoding
     expected = inspect_file(clip_silent, profile, VideoSettings(seq=SEQ), expected="video")
     assert session.state.video_path == str(clip_silent) and _timestamps(session.state.video) == _timestamps(expected)
-    assert clip_silent.name in results["second"][1] and clip_with_audio.name not in results["second"][1]
+    assert clip_silent.name in results["second"][-1][1] and clip_with_audio.name not in results["second"][-1][1]
     assert session.busy() == {}
 
 
@@ -232,7 +233,7 @@ def test_one_sessions_panels_inspect_side_by_side_and_the_status_line_shows_them
     session, results = _session(), {}
     with gate(monkeypatch, only=clip_with_audio.name) as (release, arrived):
         video = threading.Thread(target=lambda: results.setdefault(
-            "video", fns["inspect_video"].fn(session, str(clip_with_audio), *CONTROLS)))
+            "video", list(fns["inspect_video"].fn(session, str(clip_with_audio), *CONTROLS))))
         video.start()
         _wait_for(lambda: arrived)  # the video is being inspected while the others arrive and finish
         results["images"] = fns["inspect_images"].fn(session, [str(photo)])

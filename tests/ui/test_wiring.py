@@ -67,12 +67,42 @@ def test_defaults_follow_arguments(demo, profile):
     assert _by_id(demo, "chatbot").value[0]["content"][0]["text"] == chat_views.ENGINE_HELP
 
 
+def _last(steps):
+    """The outputs an inspection event ends on (it may show the frames before them)."""
+    return list(steps)[-1]
+
+
+def test_the_frames_gallery_gets_each_frame_at_the_size_it_shows_it():
+    """A column of the gallery is at most 264 px wide: a 1092×616 frame goes as 546×308 (2 device pixels per
+    CSS pixel), each pixel the mean of the four it replaces; a frame already that small goes as it is."""
+    from PIL import Image
+
+    from dots3_demo.ui.inspect_page import FRAMES_GALLERY_CELL, GALLERY_PIXEL_RATIO, gallery_picture
+
+    frame = Image.new("RGB", (1092, 616), (10, 200, 30))
+    shown = gallery_picture(frame)
+    assert shown.size == (546, 308) and max(shown.size) >= GALLERY_PIXEL_RATIO * FRAMES_GALLERY_CELL
+    assert shown.getpixel((100, 100)) == (10, 200, 30)
+    small = Image.new("RGB", (320, 180))
+    assert gallery_picture(small) is small
+
+
 def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):
-    """Run the wired callback and push every output through its component's postprocess."""
+    """Run the wired callback and push every output through its component's postprocess: first the frames
+    gallery alone (vLLM's frames, in its order, with its timestamps), then every output."""
     fn = _fn(demo, "inspect_video")
+    gallery = next(b for b in fn.outputs if getattr(b, "elem_id", None) == "frames-gallery")
+    at = fn.outputs.index(gallery)
     session = handlers.new_inspections(initial_state(SEQ))
-    result = fn.fn(session, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek")
-    assert len(result) == len(fn.outputs)
+    steps = list(fn.fn(session, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek"))
+    assert len(steps) == 2 and all(len(step) == len(fn.outputs) for step in steps)
+    frames_first, result = steps
+    expected = inspect_file(str(clip_with_audio), profile, VideoSettings(seq=SEQ), expected="video")
+    shown = gallery.postprocess(frames_first[at]).root
+    assert [item.caption.split(" · ")[0] for item in shown] == [f.timestamp for f in expected.frames]
+    assert all(isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
+               for i, v in enumerate(frames_first) if i != at)  # the rest waits: gr.skip()
+    assert result[at] is frames_first[at]  # the same pictures, not encoded twice
     new_state = result[0]
     assert new_state.video is not None
     for block, value in zip(fn.outputs, result, strict=True):
@@ -81,11 +111,9 @@ def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as
         if isinstance(value, gr.components.Component):
             continue
         block.postprocess(value)
-    gallery = next(b for b in fn.outputs if getattr(b, "elem_id", None) == "frames-gallery")
-    gallery_value = result[fn.outputs.index(gallery)]
-    assert len(gallery.postprocess(gallery_value).root) == len(new_state.video.frames)
+    assert len(gallery.postprocess(result[at]).root) == len(new_state.video.frames)
 
-    bad = fn.fn(session, str(text_as_video), SEQ, True, 0, 0, 1.0, "eval_ek")
+    bad = _last(fn.fn(session, str(text_as_video), SEQ, True, 0, 0, 1.0, "eval_ek"))
     assert bad[0] is new_state
     assert text_as_video.name in bad[1]
     skipped = [v for v in bad[2:] if isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1]
@@ -98,14 +126,14 @@ def test_the_wired_video_and_budget_events_inspect_with_the_apps_profile(demo, p
     session = handlers.new_inspections(initial_state(SEQ))
     budget = BudgetControls.ordered({"seq": 8192, "reserve_auto": False, "reserve": 1024, "max_new_tokens": 256,
                                      "audio_cap": 0.5, "k_mode": "whole"})
-    state = _fn(demo, "inspect_video").fn(session, str(clip_with_audio), *budget)[0]
+    state = _last(_fn(demo, "inspect_video").fn(session, str(clip_with_audio), *budget))[0]
     settings = VideoSettings(seq=8192, output_reserve=1024, max_new_tokens=256, audio_cap=0.5, k_mode="whole")
     assert state.settings == settings
     expected = inspect_file(str(clip_with_audio), profile, settings, expected="video")
     assert (state.video.prompt_tokens, len(state.video.frames)) == (expected.prompt_tokens, len(expected.frames))
     reserve_auto = BudgetControls.ordered({"seq": 4096, "reserve_auto": True, "reserve": 0, "max_new_tokens": 0,
                                            "audio_cap": 1.0, "k_mode": "eval_ek"})
-    again = _fn(demo, "set_seq").fn(session, *reserve_auto)[0]
+    again = _last(_fn(demo, "set_seq").fn(session, *reserve_auto))[0]
     assert again.settings == VideoSettings(seq=4096) and again.video.settings == VideoSettings(seq=4096)
     assert again.video.prompt_tokens == inspect_file(str(clip_with_audio), profile, VideoSettings(seq=4096),
                                                      expected="video").prompt_tokens
