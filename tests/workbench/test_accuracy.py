@@ -76,7 +76,8 @@ def test_breakdowns_per_tag_field_and_modality_each_clustered():
     assert by["tag"]["count"].n == 2 and by["tag"]["ocr"].clusters == 1
     assert by["duration"]["short"].se == pytest.approx(0.0) and by["duration"]["long"].se is None
     unclustered = accuracy(items)
-    assert unclustered is not None and unclustered.overall.se == pytest.approx(np.std([1, 1, 0, 0, 1], ddof=1) / math.sqrt(5))
+    assert unclustered is not None
+    assert unclustered.overall.se == pytest.approx(np.std([1, 1, 0, 0, 1], ddof=1) / math.sqrt(5))
     assert accuracy([]) is None
     png = plot_png(acc.breakdowns[0], acc.overall)
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000

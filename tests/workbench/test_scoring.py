@@ -127,7 +127,8 @@ def test_the_sets_header_metadata_and_cluster(tmp_path):
     a, b, c, d, e, f, g, late = entries
     assert isinstance(a, EvalItem) and a.scorer == Scorer("choice", target=("B",))
     assert a.metadata == (("video", "v1"), ("duration", "short")) and a.cluster == "v1"
-    assert isinstance(b, EvalItem) and b.scorer is not None and b.scorer.target == ("C",) and b.metadata[1] == ("n", "3")
+    assert isinstance(b, EvalItem) and b.scorer is not None and b.scorer.target == ("C",)
+    assert b.metadata[1] == ("n", "3")
     assert isinstance(c, EvalItem) and c.scorer == Scorer("contains", target=("x",)) and c.cluster is None
     assert isinstance(d, EvalItem) and d.scorer is not None and d.scorer.number == 4.0
     assert isinstance(e, EvalItem) and e.scorer is not None and e.scorer.judge is not None
