@@ -52,7 +52,7 @@ class Judge:
         judge = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 judge.requests.append({"path": self.path, "body": json.loads(body)})
                 data = json.dumps({"choices": [{"message": {"role": "assistant", "content": judge.content}}]})

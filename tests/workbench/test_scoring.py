@@ -32,6 +32,7 @@ CHOICE_B = parse_scorer("choice", "B", ())
     ("The best answer is B. The man opens the door.", "B"),
     ("Because the car turns left, the answer is B", "B"),  # the B of "Because" is inside a word
     ("(A) and (C) both fit", "A"),  # two letters: the first, as the benchmarks' parsers take it
+    ("Option A seems close, but the correct answer is B.", "B"),  # the letter after the answer prefix
 ])
 def test_choice_reads_the_letter_as_the_benchmarks_parsers_do(reply, letter):
     assert choice_letter(reply)[0] == letter
@@ -53,6 +54,7 @@ def test_number_with_a_tolerance():
     assert score(parse_scorer("number", 3.1416, ()), "It is about 3.14 metres.")[0] == 0.0  # tolerance 0
     assert score(parse_scorer("number", 1234, ()), "The answer is 1,234 people")[:1] == (1.0,)
     assert score(parse_scorer("number", -2.5, ()), "Answer: -2.5")[0] == 1.0
+    assert score(parse_scorer("number", 12, ()), "In 2 minutes I counted; the answer is 12.")[3] == "12"
     value, _, unparsed, _ = score(near, "no idea")
     assert value == 0.0 and unparsed
     with pytest.raises(ScorerProblem, match="tolerance"):
