@@ -26,20 +26,26 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
-    "expect, seq, output_reserve, max_new_tokens, audio_cap, k_mode, sampling, tools, tags; an unknown key is "
-    "that line's error; media paths are relative to the set file's folder) is planned by the inspector (each "
-    "media file exactly as `app.py inspect --json` prints it for that budget) and, with an engine, answered "
-    "through the chat's request; an item's expect strings are looked for in its answer (text and tool calls), "
-    "case-insensitively; an item without expect strings counts as answered without checks, not as passed. "
+    "expect, seq, output_reserve, max_new_tokens, audio_cap, k_mode, sampling, tools, tags, score, target, "
+    "metadata; an unknown key is that line's error; media paths are relative to the set file's folder; a first "
+    'line {"set": {"score": ..., "cluster": KEY}} gives the scorer of items that name none and the key the '
+    "intervals are clustered by) is planned by the inspector (each media file exactly as `app.py inspect --json` "
+    "prints it for that budget) and, with an engine, answered through the chat's request; each item is scored "
+    "by its scorer (contains: its expect strings, case-insensitively; exact, regex, choice: the option letter "
+    "A-E, number with a tolerance, tool_call, judge: an LLM through an OpenAI-compatible endpoint) with a score "
+    "in [0, 1] and its reason; the summary gives the accuracy with a 95 percent interval overall, per tag, per "
+    "metadata field and per modality; an item without a scorer counts as answered without checks, not as "
+    "passed. "
     "Writes DIR/results.jsonl (one object per item, in the set's order, keyed by id, or by line for a line "
     "without an id of its own), DIR/run.json (each run's settings: engine flags, model, vLLM version, start, "
     "duration) and DIR/report.html (one page, no script: the frames the model saw, the plans, the answers, the "
-    "checks). Without --engine inprocess or --endpoint it runs in preview mode: the plans only, answer null. "
+    "scores, the accuracy plots). Without --engine inprocess or --endpoint it runs in preview mode: the plans "
+    "only, answer null. "
     "Requests run in parallel up to the engine's capacity (--max-num-seqs in-process). A rerun with the same "
     "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
     "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
-    "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an expect string "
-    "was not found, 2 an item had an error (or the command could not run), 130 interrupted."
+    "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an item scored "
+    "below 1 (an expect string was not found), 2 an item had an error (or the command could not run), 130 interrupted."
 )
 
 
@@ -88,6 +94,8 @@ def _seconds(value: float | None) -> str:
 
 def summary_lines(run: EvalRun) -> list[str]:
     """What the terminal says at the end."""
+    from dots3_demo.workbench.batch_report import accuracy_line
+
     s = run.summary
     if s.preview:
         outcome = f"{s.ran} of {s.items} items planned (preview: nothing answered), {s.errors} with an error"
@@ -97,6 +105,7 @@ def summary_lines(run: EvalRun) -> list[str]:
             outcome += f", {s.unchecked} answered without checks (no expect strings: not counted as passed)"
     lines = [
         f"eval: {outcome}; media tokens (inspector) {s.media_tokens:,}",
+        *([] if s.preview else [f"eval: accuracy {accuracy_line(s.accuracy, s.scored, s.unparsed)}"]),
         f"eval: median TTFT {_seconds(s.median_ttft_s)}, median tokens/s "
         + (f"{s.median_tokens_per_s:.1f}" if s.median_tokens_per_s is not None else "—"),
         f"eval: results {run.results_path} · report {run.report_path}",

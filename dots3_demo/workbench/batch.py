@@ -11,7 +11,9 @@ For each item of the set (``workbench.evalset``), in the set's order:
 3. with an engine, the turn streams through ``ChatEngine.stream_turn`` inside ``contextlib.aclosing`` (a
    request cut short — Ctrl-C — is aborted by the adapter), at most ``engine.capacity`` at once; without one
    (preview) nothing is sent and ``answer`` is null;
-4. the reply's text (and its tool calls) is searched for each ``expect`` string, case-insensitively.
+4. the reply's text (and its tool calls) is searched for each ``expect`` string, case-insensitively, and the
+   item's scorer (``workbench.scoring``; an LLM judge through ``workbench.judge``) gives it a score in [0, 1]
+   with its reason; the summary gives the accuracy with 95 % intervals (``workbench.accuracy``).
 
 Each finished item is appended to ``results.jsonl`` as one line, in one write; when the run ends (or is
 interrupted) the file is rewritten atomically in the set's order. A rerun keeps the items already done
@@ -72,8 +74,10 @@ from dots3_demo.workbench.eval_results import (
     status_word,
     summarize,
 )
-from dots3_demo.workbench.evalset import EvalItem, SetDefaults, SetEntry, SetLineError, read_set
+from dots3_demo.workbench.evalset import EvalItem, SetDefaults, SetEntry, SetLineError, read_set_with_header
+from dots3_demo.workbench.judge import JudgeFailed, judge_score
 from dots3_demo.workbench.report_html import Thumbnail, report_thumbnails
+from dots3_demo.workbench.scoring import Score, score_reply
 
 logger = logging.getLogger(__name__)
 
@@ -105,11 +109,13 @@ class Progress:
     def item(self, result: EvalResult) -> None:
         self.done += 1
         self.errors += result.error is not None
-        self.failed += result.error is None and bool(result.failed_checks)
+        self.failed += result.error is None and result.passed is False
         what = f"{result.key}: " + (
             f"error: {result.error}" if result.error is not None
+            else f"failed: {result.score.reason}" if result.score is not None and result.passed is False
             else f"missing {', '.join(map(repr, result.failed_checks))}" if result.failed_checks
-            else status_word(result))
+            else status_word(result)
+            + (f" ({result.score.reason})" if result.score is not None and result.passed else ""))
         self._draw(what)
 
     def _draw(self, what: str) -> None:
@@ -253,7 +259,8 @@ class _Runner:
         budget = build_turn(session_id=self.session_id, sampling=entry.sampling,
                             video=entry.video).mm_processor_kwargs()
         base = EvalResult(id=entry.id, line=entry.line, plan=plan, checks=checks_for(entry.expect, None),
-                          tags=entry.tags, sampling=entry.sampling, budget=budget, run=self.session_id)
+                          tags=entry.tags, sampling=entry.sampling, budget=budget, run=self.session_id,
+                          metadata=entry.metadata, cluster=entry.cluster)
 
         def failed(error: str) -> EvalResult:
             return replace(base, error=one_line(error, ERROR_CHARS))
@@ -276,8 +283,24 @@ class _Runner:
         error = served.answer.error or None
         if error is not None and not (served.answer.text or served.answer.reasoning or served.answer.tool_calls):
             answer = None  # refused or failed before anything arrived: no answer, as for a refusal before sending
+        score = None
+        if answer is not None and error is None and entry.scorer is not None:
+            try:
+                score = await score_item(entry, answer)
+            except JudgeFailed as exc:
+                error = one_line(f"judge: {exc}", ERROR_CHARS)  # the answer is kept; a rerun asks both again
         return replace(base, answer=answer, checks=checks_for(entry.expect, answer), error=error,
-                       notices=served.notices)
+                       notices=served.notices, score=score)
+
+
+async def score_item(item: EvalItem, answer: Answer) -> Score:
+    """The item's score of ``answer`` (its scorer must be set); raises ``JudgeFailed`` for a judge that fails."""
+    scorer = item.scorer
+    assert scorer is not None
+    if scorer.kind == "judge":
+        assert scorer.judge is not None
+        return await judge_score(scorer.judge, item.prompt, answer.text, scorer.target[0] if scorer.target else None)
+    return score_reply(scorer, answer.text, answer.tool_calls)
 
 
 @dataclass(frozen=True)
@@ -344,7 +367,7 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
     default_seq = settings.seq or (engine.max_model_len if engine is not None else None) or DEFAULT_SEQ
     defaults = SetDefaults(seq=default_seq, output_reserve=settings.output_reserve, audio_cap=settings.audio_cap,
                            k_mode=settings.k_mode)
-    entries = read_set(settings.set_path, defaults)
+    header, entries = read_set_with_header(settings.set_path, defaults)
     results_file = ResultsFile(out_dir / RESULTS_NAME)
     earlier, unreadable = results_file.load()
     preview = engine is None
@@ -373,7 +396,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             set=str(settings.set_path), argv=settings.argv, engine=facts,
             defaults={"seq": default_seq, "output_reserve": settings.output_reserve, "audio_cap": settings.audio_cap,
                       "k_mode": settings.k_mode, "profile": settings.profile.name,
-                      "inspect_workers": settings.inspect_workers, "replace_answers": settings.replace_answers},
+                      "inspect_workers": settings.inspect_workers, "replace_answers": settings.replace_answers,
+                      "cluster": header.cluster},
             items=len(entries), ran=len(runner.results), earlier=sum(1 for _, was in merged.rows if was),
             kept=kept, replaced=tuple(c.key for c in merged.changes if not c.kept),
         )
@@ -381,7 +405,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
         run = EvalRun(
             rows=tuple(Row(r, prompts.get(r.line, ""), runner.thumbs.get(r.line, ()), earlier=was)
                        for r, was in merged.rows),
-            summary=summarize(results, len(entries), preview=preview, earlier=record.earlier, kept=len(kept)),
+            summary=summarize(results, len(entries), preview=preview, earlier=record.earlier, kept=len(kept),
+                              cluster_key=header.cluster),
             engine=facts.label, settings=settings, default_seq=default_seq,
             interrupted=interrupted, kept_elsewhere=len(merged.rest), unreadable=unreadable,
             elapsed_s=elapsed, results_path=results_file.path, report_path=out_dir / REPORT_NAME,

@@ -30,14 +30,18 @@ from dots3_demo.engine.remote import server_version
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import Profile
 from dots3_demo.workbench import codec
+from dots3_demo.workbench.accuracy import Accuracy, Scored, accuracy
 from dots3_demo.workbench.evalset import line_key
 from dots3_demo.workbench.report_html import Thumbnail
+from dots3_demo.workbench.scoring import Score
 
 logger = logging.getLogger(__name__)
 
 RESULTS_NAME = "results.jsonl"
 REPORT_NAME = "report.html"
 RUN_NAME = "run.json"
+# results.jsonl's format: 1 (no "format" key) had checks only; 2 adds format, score, metadata and cluster
+RESULTS_FORMAT = 2
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_ITEM_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 ERROR_CHARS = 500  # an item's error is one line of at most this many characters
 PREVIEW_NOTE = ("preview mode: no engine attached (--engine inprocess --model DIR, or --endpoint URL), so "
@@ -75,6 +79,9 @@ class EvalResult:
     budget: dict[str, Any] | None = None  # the mm_processor_kwargs the request carried (the video budget)
     run: str | None = None  # the run that produced it (run.json); None: written before runs were recorded
     kept_over: str | None = None  # a later run's error for this id that did not replace this answer
+    score: Score | None = None  # None: nothing to score (no scorer), not answered, or an error
+    metadata: tuple[tuple[str, str], ...] = ()  # the set's fields of the item (the summary's breakdowns)
+    cluster: str | None = None  # the item's value of the set's cluster key
 
     @property
     def key(self) -> str:
@@ -90,8 +97,8 @@ class EvalResult:
 
     @property
     def unchecked(self) -> bool:
-        """Answered without error, and the item has no ``expect`` strings: nothing was checked."""
-        return self.error is None and self.answer is not None and not self.checks
+        """Answered without error, and the item has no scorer (no ``expect`` strings): nothing was checked."""
+        return self.error is None and self.answer is not None and not self.checks and self.score is None
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
@@ -99,13 +106,23 @@ class EvalResult:
 
     @property
     def passed(self) -> bool | None:
-        """True: answered, no error, every check found; False: a check failed or an error; None: preview, or
-        answered without checks (``unchecked``)."""
+        """True: answered, no error, scored 1 (every check found); False: scored below 1 (a check failed) or an
+        error; None: preview, or answered without a scorer (``unchecked``)."""
         if self.error is not None:
             return False
-        if self.answer is None or not self.checks:
+        if self.answer is None:
+            return None
+        if self.score is not None:
+            return self.score.passed
+        if not self.checks:
             return None
         return not self.failed_checks
+
+    @property
+    def modality(self) -> str:
+        """The kinds of the item's media, joined ("image+audio"); "text" without media."""
+        kinds = sorted({str(p.get("kind")) for p in self.plan if p.get("kind")})
+        return "+".join(kinds) if kinds else "text"
 
     def done(self, *, preview: bool) -> bool:
         """Kept by a rerun: ran without error (with an engine: answered)."""
@@ -115,6 +132,7 @@ class EvalResult:
         answer = self.answer
         stats = answer.stats if answer is not None else None
         return {
+            "format": RESULTS_FORMAT,
             "key": self.key,
             "id": self.id,
             "line": self.line,
@@ -134,6 +152,9 @@ class EvalResult:
             "tokens_per_s": stats.tokens_per_s if stats is not None else None,
             "output_tokens": stats.output_tokens if stats is not None else None,
             "checks": [{"expect": c.expect, "found": c.found} for c in self.checks],
+            "score": self.score.to_json() if self.score is not None else None,
+            "metadata": dict(self.metadata),
+            "cluster": self.cluster,
             "notices": list(self.notices),
             "error": self.error,
             "kept_over": self.kept_over,
@@ -156,13 +177,19 @@ class EvalResult:
                                 finish_reason=data.get("finish_reason"), stats=stats, error=data.get("error") or "")
             item_id = data["id"]
             sampling = SamplingSettings(**data["sampling"]) if data.get("sampling") else None
+            checks = tuple(Check(str(c["expect"]), c["found"]) for c in data["checks"])
+            score = Score.from_json(data["score"]) if data.get("score") else None
+            if "score" not in data and answer is not None and data["error"] is None:
+                score = checks_score(checks)  # format 1: its checks were the score
+            metadata = tuple((str(k), str(v)) for k, v in (data.get("metadata") or {}).items())
             return cls(id=None if item_id is None else str(item_id), line=int(data["line"]),
                        plan=tuple(data["plan"]), answer=answer,
-                       checks=tuple(Check(str(c["expect"]), c["found"]) for c in data["checks"]),
+                       checks=checks,
                        error=data["error"], notices=tuple(str(n) for n in data.get("notices") or ()),
                        tags=tuple(str(t) for t in data.get("tags") or ()), sampling=sampling,
                        budget=dict(data["budget"]) if data.get("budget") else None, run=data.get("run"),
-                       kept_over=data.get("kept_over"))
+                       kept_over=data.get("kept_over"), score=score, metadata=metadata,
+                       cluster=None if data.get("cluster") is None else str(data["cluster"]))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"not a result line ({one_line(exc)})") from None
 
@@ -192,6 +219,32 @@ def checks_for(expect: Sequence[str], answer: Answer | None) -> tuple[Check, ...
         return tuple(Check(e, None) for e in expect)
     haystack = "\n".join([answer.text, *(f"{c.name}({c.arguments})" for c in answer.tool_calls)]).casefold()
     return tuple(Check(e, e.casefold() in haystack) for e in expect)
+
+
+def checks_score(checks: Sequence[Check]) -> Score | None:
+    """The ``contains`` score of checks a format-1 line recorded (None: none were checked)."""
+    if not checks or any(c.found is None for c in checks):
+        return None
+    missing = [c.expect for c in checks if not c.found]
+    return Score(0.0 if missing else 1.0, f"not in the reply: {', '.join(map(repr, missing))}" if missing
+                 else "every expected string is in the reply", "contains")
+
+
+def scored_items(results: Iterable[EvalResult]) -> tuple[Scored, ...]:
+    """The results with a score, as the accuracy summary reads them: value, cluster, and their groups (each tag,
+    each metadata field's value, the modality)."""
+    items = []
+    for r in results:
+        if r.score is None or r.error is not None:
+            continue
+        groups = (("modality", r.modality), *(("tag", t) for t in r.tags), *r.metadata)
+        items.append(Scored(r.score.value, r.cluster, groups))
+    return tuple(items)
+
+
+def run_accuracy(results: Sequence[EvalResult], cluster_key: str | None) -> Accuracy | None:
+    """The accuracy of the scored results (None: nothing scored)."""
+    return accuracy(scored_items(results), cluster_key)
 
 
 # ---------------------------------------------------------------- results.jsonl
@@ -304,6 +357,9 @@ class Summary:
     media_tokens: int = 0  # the inspector's tokens for every media file of the items with a result
     median_ttft_s: float | None = None
     median_tokens_per_s: float | None = None
+    accuracy: Accuracy | None = None  # the scored items' mean score with its intervals (None: nothing scored)
+    scored: int = 0  # answered items with a score
+    unparsed: int = 0  # scored items whose reply could not be read (no letter, no number): counted wrong
 
     @property
     def not_run(self) -> int:
@@ -460,7 +516,7 @@ def plan_tokens(result: EvalResult) -> int:
 
 
 def summarize(results: Sequence[EvalResult], items: int, *, preview: bool, earlier: int = 0,
-              kept: int = 0) -> Summary:
+              kept: int = 0, cluster_key: str | None = None) -> Summary:
     ttfts = [r.answer.stats.ttft_s for r in results
              if r.answer is not None and r.answer.stats is not None and r.answer.stats.ttft_s is not None]
     rates = [r.answer.stats.tokens_per_s for r in results
@@ -468,12 +524,15 @@ def summarize(results: Sequence[EvalResult], items: int, *, preview: bool, earli
     return Summary(
         items=items, ran=len(results), preview=preview,
         passed=sum(1 for r in results if r.passed is True),
-        failed=sum(1 for r in results if r.error is None and r.failed_checks),
+        failed=sum(1 for r in results if r.error is None and r.passed is False),
         errors=sum(1 for r in results if r.error is not None),
         unchecked=sum(1 for r in results if r.unchecked), earlier=earlier, kept=kept,
         media_tokens=sum(plan_tokens(r) for r in results),
         median_ttft_s=statistics.median(ttfts) if ttfts else None,
         median_tokens_per_s=statistics.median(rates) if rates else None,
+        accuracy=run_accuracy(results, cluster_key),
+        scored=sum(1 for r in results if r.error is None and r.score is not None),
+        unparsed=sum(1 for r in results if r.error is None and r.score is not None and r.score.unparsed),
     )
 
 
@@ -483,6 +542,6 @@ def status_word(result: EvalResult) -> str:
         return "error"
     if result.answer is None:
         return "planned"
-    if result.failed_checks:
+    if result.passed is False:
         return "failed"
-    return "passed" if result.checks else "answered (no checks)"
+    return "passed" if result.passed else "answered (no checks)"

@@ -22,7 +22,20 @@ Keys of a line::
     sampling        object of vLLM sampling parameters (optional): temperature, top_p, top_k, max_tokens,
                     seed, repetition_penalty
     tools           list of OpenAI function schemas (optional)
-    tags            list of strings (optional): free-form labels, carried into the results and the report
+    tags            list of strings (optional): free-form labels, carried into the results and the report; the
+                    summary gives the accuracy per tag
+    score           the item's scorer (optional): a name (contains, exact, regex, choice, number, tool_call,
+                    judge) or an object {"kind": …, options} (``workbench.scoring``); default the set's, else
+                    contains when the item has expect strings
+    target          what the scorer compares with (a letter for choice, a number for number, a pattern for
+                    regex, {"name", "arguments"} for tool_call, the reference answer for judge)
+    metadata        object of fields (strings, numbers, booleans) such as duration or task_type: carried into
+                    the results; the summary gives the accuracy per value of each field
+
+The set's first line may be its header instead of an item: ``{"set": {"score": …, "cluster": KEY}}``: the
+scorer of items that name none (an object's options, e.g. a judge's endpoint, model and rubric, are the
+defaults of items that name the same kind) and the key the intervals are clustered by: a metadata field (the
+video's id), or ``media`` (the item's media files).
 
 The engine plans a video for the reply's max tokens (``TurnRequest.mm_processor_kwargs``), so
 ``max_new_tokens`` and ``sampling.max_tokens`` are one number: give either (both only if equal).
@@ -44,10 +57,14 @@ from dots3_demo.errors import InspectionError
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.tools import ToolSchemaError, validate_tools
 from dots3_demo.tools.schemas import json_type
+from dots3_demo.workbench.scoring import Scorer, ScorerProblem, parse_scorer
 
 REQUIRED_KEYS = ("id", "media", "prompt")
 BUDGET_KEYS = ("seq", "output_reserve", "max_new_tokens", "audio_cap", "k_mode")
-KEYS = (*REQUIRED_KEYS, "system", "expect", *BUDGET_KEYS, "sampling", "tools", "tags")
+KEYS = (*REQUIRED_KEYS, "system", "expect", *BUDGET_KEYS, "sampling", "tools", "tags", "score", "target",
+        "metadata")
+HEADER_KEYS = ("score", "cluster")
+MEDIA_CLUSTER = "media"
 SAMPLING_KEYS = tuple(f.name for f in dataclasses.fields(SamplingSettings))
 
 
@@ -71,6 +88,9 @@ class EvalItem:
     expect: tuple[str, ...] = ()
     tools: tuple[dict[str, Any], ...] = field(default=(), compare=False)  # OpenAI function tools, validated
     tags: tuple[str, ...] = ()
+    scorer: Scorer | None = None  # None: nothing to score (no expect, no score)
+    metadata: tuple[tuple[str, str], ...] = ()  # the set's fields of the item, values as text
+    cluster: str | None = None  # the item's value of the set's cluster key (None: a cluster of its own)
 
     @property
     def key(self) -> str:
@@ -113,6 +133,15 @@ class SetDefaults:
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
 
 
+@dataclass(frozen=True)
+class SetHeader:
+    """The set's first line, when it is ``{"set": {...}}``: the scorer of items that name none (its JSON
+    object, checked per item) and the cluster key."""
+
+    score: Any = None
+    cluster: str | None = None
+
+
 class _LineProblem(ValueError):
     """Why one line cannot run (its message is the item's ``error``)."""
 
@@ -122,14 +151,33 @@ def read_set(path: Path, defaults: SetDefaults) -> tuple[SetEntry, ...]:
 
     Raises ``OSError`` when the file itself cannot be read (the command says so and stops).
     """
+    return read_set_with_header(path, defaults)[1]
+
+
+def read_set_with_header(path: Path, defaults: SetDefaults) -> tuple[SetHeader, tuple[SetEntry, ...]]:
+    """The set's header (an empty one when its first line is an item) and its entries (:func:`read_set`).
+    A header that cannot be read is its line's error, and the items run without it."""
     folder = os.path.dirname(str(path))
     entries: list[SetEntry] = []
     seen: dict[str, int] = {}
+    header = SetHeader()
+    first = True
     with open(path, encoding="utf-8", errors="replace") as lines:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
-            entry = parse_line(text, number, folder, defaults)
+            if _is_header(text):
+                if first:
+                    try:
+                        header = parse_header(text)
+                    except _LineProblem as exc:
+                        entries.append(SetLineError(number, f"the set's header: {exc}"))
+                else:
+                    entries.append(SetLineError(number, "a set header ({\"set\": …}) must be the set's first line"))
+                first = False
+                continue
+            first = False
+            entry = parse_line(text, number, folder, defaults, header)
             if entry.id is not None and entry.id in seen:
                 problem = f"duplicate id {entry.id!r} (first on line {seen[entry.id]})"
                 if isinstance(entry, SetLineError):
@@ -138,10 +186,48 @@ def read_set(path: Path, defaults: SetDefaults) -> tuple[SetEntry, ...]:
             elif entry.id is not None:
                 seen[entry.id] = number
             entries.append(entry)
-    return tuple(entries)
+    return header, tuple(entries)
 
 
-def parse_line(text: str, number: int, folder: str, defaults: SetDefaults) -> SetEntry:
+def _is_header(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "set" in data and "id" not in data
+
+
+def parse_header(text: str) -> SetHeader:
+    """The set's header line ``{"set": {"score": …, "cluster": KEY}}``."""
+    data = json.loads(text, parse_constant=_reject_constant)
+    extra = [key for key in data if key != "set"]
+    body = data["set"]
+    if extra or not isinstance(body, dict):
+        raise _LineProblem('must be {"set": {"score": …, "cluster": KEY}}')
+    unknown = [key for key in body if key not in HEADER_KEYS]
+    if unknown:
+        raise _LineProblem(f"unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(HEADER_KEYS)})")
+    cluster = body.get("cluster")
+    if cluster is not None and (not isinstance(cluster, str) or not cluster):
+        raise _LineProblem(f"cluster must be a metadata field's name or {MEDIA_CLUSTER!r}, got {_shown(cluster)}")
+    score = body.get("score")
+    if score is not None:
+        try:
+            parse_scorer(score, _ANY_TARGET.get(score if isinstance(score, str) else score.get("kind")
+                                                 if isinstance(score, dict) else None), ())
+        except ScorerProblem as exc:
+            if "target" not in str(exc) and "expect" not in str(exc):
+                raise _LineProblem(f"score: {exc}") from None
+    return SetHeader(score=score, cluster=cluster)
+
+
+# a stand-in target per kind, to check a header's scorer options before any item gives its target
+_ANY_TARGET: dict[Any, Any] = {"contains": ["x"], "exact": "x", "regex": "x", "choice": "A", "number": 0,
+                               "tool_call": {"name": "x"}}
+
+
+def parse_line(text: str, number: int, folder: str, defaults: SetDefaults,
+               header: SetHeader | None = None) -> SetEntry:
     """One line of the set as an item, or the error that keeps it from running."""
     try:
         data = json.loads(text, parse_constant=_reject_constant)
@@ -157,13 +243,13 @@ def parse_line(text: str, number: int, folder: str, defaults: SetDefaults) -> Se
     try:
         expect = _strings(data, "expect")
         tags = _strings(data, "tags")
-        return _item(data, number, folder, defaults, expect, tags)
+        return _item(data, number, folder, defaults, expect, tags, header or SetHeader())
     except _LineProblem as exc:
         return SetLineError(number, str(exc), id=item_id, expect=expect, tags=tags)
 
 
 def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
-          expect: tuple[str, ...], tags: tuple[str, ...]) -> EvalItem:
+          expect: tuple[str, ...], tags: tuple[str, ...], header: SetHeader) -> EvalItem:
     unknown = [key for key in data if key not in KEYS]
     if unknown:
         raise _LineProblem(f"unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(KEYS)}; free-form "
@@ -190,8 +276,43 @@ def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
         sampling = dataclasses.replace(sampling, max_tokens=video.max_new_tokens)
     _check_with_vllm(sampling)
     tools = _tools(data)
+    metadata = _metadata(data)
+    scorer = _scorer(data, expect, header)
+    cluster = None
+    if header.cluster == MEDIA_CLUSTER and "media" not in dict(metadata):
+        cluster = "\n".join(media) or None
+    elif header.cluster is not None:
+        cluster = dict(metadata).get(header.cluster)
     return EvalItem(id=item_id, line=number, media=media, files=files, prompt=prompt, video=video,
-                    sampling=sampling, system=system, expect=expect, tools=tools, tags=tags)
+                    sampling=sampling, system=system, expect=expect, tools=tools, tags=tags, scorer=scorer,
+                    metadata=metadata, cluster=cluster)
+
+
+def _metadata(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    given = data.get("metadata", {})
+    if not isinstance(given, dict):
+        raise _LineProblem(f"metadata must be an object of fields, got {_shown(given)}")
+    fields: list[tuple[str, str]] = []
+    for key, value in given.items():
+        if not key or isinstance(value, (dict, list)) or value is None:
+            raise _LineProblem(f"metadata.{key or '(empty name)'} must be a string, number or boolean, got "
+                               f"{_shown(value)}")
+        fields.append((key, value if isinstance(value, str) else json.dumps(value)))
+    return tuple(fields)
+
+
+def _scorer(data: dict[str, Any], expect: tuple[str, ...], header: SetHeader) -> Scorer | None:
+    given = data.get("score")
+    target = data.get("target")
+    defaults = header.score if isinstance(header.score, dict) else None
+    if given is None and header.score is not None and not (expect and target is None):
+        given = header.score if isinstance(header.score, str) else header.score.get("kind")
+    if given is None and target is None and not expect:
+        return None
+    try:
+        return parse_scorer(given, target, expect, defaults)
+    except ScorerProblem as exc:
+        raise _LineProblem(f"score: {exc}") from None
 
 
 def _sampling(data: dict[str, Any], base: SamplingSettings) -> SamplingSettings:

@@ -86,6 +86,7 @@ details > .d3r-text { color: var(--muted); border-left: 3px solid var(--line); p
   font-size: 12px; margin-right: 4px; }
 .d3r-dot { display: inline-block; width: 9px; height: 9px; border-radius: 50%; margin-right: 5px; }
 .d3r-cols { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+.d3r-plot { max-width: 100%; display: block; margin: 4px 0; }
 """
 
 
