@@ -282,7 +282,7 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
     cpu = sampler.cpu_seconds() - cpu0
     wall = time.monotonic() - wall0
     sampler.stop_flag.set()
-    latencies, steady, end_to_end, slopes, complete = [], [], [], [], 0
+    latencies, steady, end_to_end, slopes, firsts, complete = [], [], [], [], [], 0
     for r in results:
         samples = r.get("samples") or []
         if not samples:
@@ -293,6 +293,7 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
         if t1 > t0:
             steady.append((n1 - n0) / (t1 - t0))  # tokens that arrived after the first update, per second
         end_to_end.append(n1 / (t1 - r["started"]))
+        firsts.append(t0 - r["started"])  # TTFT from submission: queue/join to the first token's arrival
         slopes.append(_slope([s[0] - t0 for s in samples], [1000 * (s[0] - s[1]) for s in samples]))
     lat = sorted(latencies)
 
@@ -306,6 +307,8 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
         "steady_tps": statistics.mean(steady) if steady else 0.0,
         "fair": (min(steady) / max(steady)) if steady and max(steady) > 0 else 0.0,
         "e2e_tps": statistics.mean(end_to_end) if end_to_end else 0.0,
+        "ttft_p50": 1000 * statistics.median(firsts) if firsts else float("nan"),
+        "ttft_max": 1000 * max(firsts) if firsts else float("nan"),
         "updates_s": statistics.mean(updates) if updates else 0.0,
         "slope": max(slopes) if slopes else 0.0,
         "p50": pct(0.50), "p99": pct(0.99), "cpu": 100 * cpu / wall, "rss": sampler.peak_rss / 2**20,
@@ -615,13 +618,15 @@ def main() -> int:
     print(f"\nStream bench — {seconds:g} s streams, app in a child process on 127.0.0.1, "
           f"{os.cpu_count()} CPUs shared with the clients (one asyncio SSE client per session)\n")
     print("| engine tok/s | sessions | complete | received tok/s (steady) | % of emitted | slowest/fastest "
-          "| from submit tok/s | updates/s | added latency p50 / p99 ms | latency drift ms/s "
+          "| from submit tok/s | TTFT from submit p50 / max ms | updates/s | added latency p50 / p99 ms "
+          "| latency drift ms/s "
           "| app CPU % | app RSS MiB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['rate']:,} | {r['sessions']} | {r['complete']}/{r['sessions']} | {r['steady_tps']:,.0f} | "
               f"{100 * r['steady_tps'] / r['rate']:.1f} | {r['fair']:.2f} | {r['e2e_tps']:,.0f} | "
-              f"{r['updates_s']:.1f} | {r['p50']:.0f} / {r['p99']:.0f} | {r['slope']:+.1f} | "
+              f"{r['ttft_p50']:.0f} / {r['ttft_max']:.0f} | {r['updates_s']:.1f} | {r['p50']:.0f} / {r['p99']:.0f} | "
+              f"{r['slope']:+.1f} | "
               f"{r['cpu']:.0f} | {r['rss']:.0f} |")
     return 0
 

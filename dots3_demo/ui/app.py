@@ -25,6 +25,7 @@ from dots3_demo.inspection import keep_image_blocks
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.profiles import Profile
+from dots3_demo.serving import session_state
 from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
@@ -320,5 +321,9 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
     # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts.
     options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name,
                                                    start_engine=start_engine)
-    result = demo.launch(**options)
-    return demo if launch_kwargs.get("prevent_thread_lock") else result
+    blocking = not launch_kwargs.get("prevent_thread_lock")
+    result = demo.launch(**{**options, "prevent_thread_lock": True})
+    session_state.install(demo)  # a new session's state is copied, not re-read: first requests at once start at once
+    if blocking:
+        demo.block_thread()
+    return result if blocking else demo
