@@ -139,6 +139,18 @@ def media_expansion(media: Sequence[MediaItem]) -> dict[str, int]:
     return out
 
 
+def media_item(path: str, report: Any) -> MediaItem:
+    """One inspected file as the chat's media item, with the inspector's tokens (a video's whole span)."""
+    from dots3_demo.inspection.audio import AudioReport
+    from dots3_demo.inspection.video import VideoReport
+
+    if isinstance(report, VideoReport):
+        return MediaItem("video", str(path), tokens=report.prompt_tokens, frame_tokens=report.image_pad_tokens,
+                         audio_tokens=report.audio_pad_tokens)
+    kind = "audio" if isinstance(report, AudioReport) else "image"
+    return MediaItem(kind, str(path), tokens=int(report.tokens))
+
+
 def measure(tokenizer: Any, messages: Sequence[Mapping[str, Any]], media: Sequence[MediaItem], *,
             tools: Sequence[Mapping[str, Any]] = (), max_tokens: int, max_model_len: int | None) -> ContextCount:
     """Count the prompt of ``messages`` (the whole request: system prompt, history, the new turn; ``media``: every

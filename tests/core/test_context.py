@@ -20,6 +20,7 @@ from dots3_demo.inspection.video import VideoSettings
 from dots3_demo.tools import EXAMPLE_TOOLS
 from dots3_demo.ui import chat_page, context_meter, layout
 from support.doubles import ScriptedAsyncLLM, scripted_engine
+from support.texts import text_of
 from tests.engine.media import make_clip, make_png, make_wav
 
 LIMITS = {"image": 8, "audio": 4, "video": 1}
@@ -107,16 +108,6 @@ def test_fit_is_the_engines_refusal_point():
     assert context.ContextCount(99, 99, 0, 2, limit).fit == "reply cut"  # served: the reply ends at the context
     assert context.ContextCount(100, 100, 0, 1, limit).fit == "will not fit"  # vLLM: no room for one token
     assert "will not fit" in context.ContextCount(100, 100, 0, 1, limit).message()
-
-
-def text_of(count, tokens: int) -> str:
-    """A message whose turn ``count``s exactly ``tokens`` prompt tokens (words, then a shorter tail)."""
-    for n in range(tokens, -1, -1):
-        for tail in ("", " a", ".", " 1", "!", " ok"):
-            text = " ".join(["rain"] * n) + tail
-            if count(text) == tokens:
-                return text
-    raise AssertionError(f"no message of exactly {tokens} prompt tokens")
 
 
 CONTROLS = layout.ChatControls.ordered({
