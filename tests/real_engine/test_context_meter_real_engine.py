@@ -13,7 +13,7 @@ import subprocess
 
 from support import servers
 
-MAX_MODEL_LEN = 256
+MAX_MODEL_LEN = 1024
 CHILD_TIMEOUT_S = 420
 
 
