@@ -31,6 +31,8 @@ from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 from dots3_demo.ui import chat_page, chat_views, examples, handlers, inspect_page, layout, record_page, style, views
 from dots3_demo.ui import compare as compare_ui
+from dots3_demo.ui.context_meter import CSS as METER_CSS
+from dots3_demo.ui.context_meter import Meter
 from dots3_demo.ui.layout import Listen
 
 TITLE = "Dots3 NOTE Studio"
@@ -255,7 +257,8 @@ def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEn
     inspect_page.setup_inspection_events(page.uploads, page.views, page.state, page.controls.max_tokens,
                                          profile=profile, engine=engine, limits=limits, workers=inspect_workers)
     replies = chat_page.setup_chat_events(page.chat, page.controls, page.tools, page.state, engine=engine, pacer=pacer,
-                                          concurrency=chat_concurrency(engine))
+                                          concurrency=chat_concurrency(engine),
+                                          meter=Meter(profile, engine))
     record_page.setup_record_events(page.chat, page.uploads, page.views.budget, page.controls, page.tools, page.state,
                                     page.compare, profile=profile, engine=engine)
     if page.glance is not None:
@@ -290,8 +293,8 @@ QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_
 def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
     """Keyword arguments ``launch_app`` passes to ``Blocks.launch`` (tests reuse them)."""
     head = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS, "js": style.PAGE_JS, "head": head,
-            "max_file_size": limits.max_file_bytes}
+    return {"theme": style.theme(), "css": style.CSS + compare_ui.CSS + METER_CSS, "js": style.PAGE_JS,
+            "head": head, "max_file_size": limits.max_file_bytes}
 
 
 def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,

@@ -24,7 +24,7 @@ from dots3_demo.core.state import ChatSession, StudioState, clear_session, curre
 from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.tools.forcing import TOOL_CHOICES
-from dots3_demo.ui import chat, chat_views, layout, record_page, style, views
+from dots3_demo.ui import chat, chat_views, context_meter, layout, record_page, style, views
 from dots3_demo.ui.layout import Listen, Options
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: in
                          placeholder="The request the model gets = the media in the upload panels + your message, "
                                      "planned with the Budget tab.")
     figures = gr.Markdown("", elem_id="chat-figures")  # the reply's figures, under it
+    meter = context_meter.render_meter()  # the next turn's tokens against the context, above the box
     with gr.Row(equal_height=True, elem_id="chat-input-row"):
         box = gr.Textbox(
             show_label=False, scale=8, interactive=chat_on, elem_id="chat-input", lines=1,
@@ -77,7 +78,7 @@ def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: in
     record = layout.RecordPanel(**record_buttons, status=gr.Markdown("", elem_id="record-status"))
     rating = _render_rating(chat_on=chat_on)
     return dict(chatbot=chatbot, box=box, send=send, stop=stop, regenerate=regenerate, clear=clear, figures=figures,
-                rating=rating, record=record)
+                rating=rating, record=record, meter=meter)
 
 
 def _render_rating(*, chat_on: bool) -> layout.RatingPanel:
@@ -189,10 +190,18 @@ def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
 ChatAction = Literal["send", "regenerate", "regenerate_from", "tool_result", "run_tool"]
 
 
+async def _said(view: chat.ChatView) -> AsyncGenerator[chat.ChatView, None]:
+    yield view
+
+
 def _replies(action: ChatAction, engine: ChatEngine | None, studio: StudioState, session: ChatSession, value: Any,
-             settings: ChatSettings) -> AsyncGenerator[chat.ChatView, None]:
+             settings: ChatSettings, meter: context_meter.Meter | None = None) -> AsyncGenerator[chat.ChatView, None]:
     """What ``action`` asks ``chat`` for; ``value`` is the event's third input (the message, the picked reply or the
-    tool result; the other events pass the box and ignore it)."""
+    tool result; the other events pass the box and ignore it). A message that will not fit the context (``meter``)
+    is refused before it is sent, and stays in the box."""
+    if action == "send" and engine is not None and meter is not None and not settings.problem:
+        if refusal := meter.refusal(studio, session, value, settings):
+            return _said(chat.said(session, f"⚠ {views.esc(refusal)}"))
     if action == "send":
         return chat.send_message(engine, studio, session, value, settings)
     if action == "regenerate":
@@ -204,12 +213,13 @@ def _replies(action: ChatAction, engine: ChatEngine | None, studio: StudioState,
 
 
 async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
-                  session: ChatSession, value: Any, *controls: Any) -> AsyncGenerator[tuple[Any, ...], None]:
+                  session: ChatSession, value: Any, *controls: Any,
+                  meter: context_meter.Meter | None = None) -> AsyncGenerator[tuple[Any, ...], None]:
     """Every streaming chat event's one body: the session as it stands (cleared since it was written: the empty
     chat), the controls (``layout.ChatControls``' values, in its field order) read as settings, the replies relayed
     as ``layout.ChatStream`` steps (closed with ``aclosing``: a Stop or a closed tab aborts the engine request)."""
     settings = _chat_settings(pacer, controls)
-    replies = _replies(action, engine, studio, current_session(session), value, settings)
+    replies = _replies(action, engine, studio, current_session(session), value, settings, meter)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
         async for outputs in relayed:
             yield outputs
@@ -296,8 +306,9 @@ def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
 
 def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControls, tools: layout.ToolsPanel,
                       studio: gr.State, *, engine: ChatEngine | None, pacer: StreamPacer,
-                      concurrency: int | None) -> list[Dependency]:
-    """The chat's events (``concurrency``: replies at once, app-wide); returns the streaming ones (a reply each)."""
+                      concurrency: int | None, meter: context_meter.Meter | None = None) -> list[Dependency]:
+    """The chat's events (``concurrency``: replies at once, app-wide); returns the streaming ones (a reply each).
+    ``meter``: the context meter (``ui.context_meter``) shown above the box and checked before a message is sent."""
     tools.example.input(chat_views.example_tools_json, tools.example, chat_controls.tools_json,
                         api_visibility="private", queue=False)
     chat_controls.tools_json.change(chat_views.validate_tools_md, chat_controls.tools_json, tools.status,
@@ -326,24 +337,29 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     )
     asking = locked.copy()  # "↻ from this reply" asks first when it would drop a rating or a note (no: nothing runs)
     asking["js"] = style.CONFIRM_REGENERATE_FROM_JS
-    events = []
+    events: list[Any] = []
+    settles: list[Any] = []
     for trigger, callback, inputs, outputs, name, visibility in streams:
         first = asking if name == "regenerate_from" else locked
-        event = trigger(**first).then(partial(callback, engine, pacer), inputs, outputs.components(),
+        event = trigger(**first).then(partial(callback, engine, pacer, meter=meter), inputs, outputs.components(),
                                       api_name=name, api_visibility=visibility, **chat_common)
-        event.then(partial(on_chat_settle, engine), panel.session,
-                   [*outputs.components(), *held, rating.reply, rating.status],
-                   show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge after Stop
+        settled = event.then(partial(on_chat_settle, engine), panel.session,
+                             [*outputs.components(), *held, rating.reply, rating.status],
+                             show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge
         events.append(event)
+        settles.append(settled)
     panel.stop.click(None, None, None, cancels=events, api_visibility="private")
     # Both ways the page offers to clear the chat — the Clear button and the Chatbot's own trash icon (which
     # empties the bubbles in the browser, then sends .clear) — clear the conversation the model gets, the
     # rating row, and a reply that still streams (ChatClears).
     cleared = [panel.chatbot, panel.session, tools.panel, panel.figures, rating.reply, rating.status, rating.note]
-    panel.clear.click(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat",
-                      api_visibility="private", queue=False)
-    panel.chatbot.clear(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat_icon",
-                        api_visibility="private", queue=False)
+    cleared_event = panel.clear.click(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat",
+                                      api_visibility="private", queue=False)
+    icon_event = panel.chatbot.clear(on_clear, panel.session, cleared, cancels=events, api_name="clear_chat_icon",
+                                     api_visibility="private", queue=False)
+    if meter is not None:
+        context_meter.setup_meter_events(panel.meter, panel, chat_controls, studio, meter,
+                                         [*settles, cleared_event, icon_event])
     setup_rating_events(panel)
     return events
 

@@ -174,6 +174,7 @@ class ChatPanel:
     figures: gr.Markdown
     rating: RatingPanel
     record: RecordPanel
+    meter: gr.HTML  # the context meter (``ui.context_meter``)
 
     @property
     def held(self) -> HeldByReply[Any]:

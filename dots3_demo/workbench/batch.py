@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import TextIO
 
 from dots3_demo.budget import DEFAULT_SEQ
+from dots3_demo.core.context import measure, media_item
 from dots3_demo.core.records import Answer, MediaItem
 from dots3_demo.core.reply import Reply
 from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT, build_turn, user_message
@@ -153,6 +154,7 @@ def _duration(seconds: float) -> str:
 class _Planned:
     plans: tuple[FilePlan, ...]
     thumbs: tuple[tuple[Thumbnail, ...], ...]
+    media: tuple[MediaItem, ...] = ()  # each file planned without error, with the inspector's tokens (in order)
 
 
 def _plan_item(item: EvalItem, profile: Profile) -> _Planned:
@@ -160,7 +162,10 @@ def _plan_item(item: EvalItem, profile: Profile) -> _Planned:
     plans = tuple(plan_file(path, profile, item.video) for path in item.files)
     thumbs = tuple(report_thumbnails(p.report, name) if p.report is not None else ()
                    for p, name in zip(plans, item.media, strict=True))
-    return _Planned(plans=tuple(FilePlan(p.item) for p in plans), thumbs=thumbs)  # drop the reports' pictures
+    media = tuple(media_item(path, p.report) for p, path in zip(plans, item.files, strict=True)
+                  if p.report is not None)
+    return _Planned(plans=tuple(FilePlan(p.item) for p in plans), thumbs=thumbs,
+                    media=media)  # drop the reports' pictures
 
 
 def item_turn(item: EvalItem, plans: Sequence[FilePlan], session_id: str) -> TurnRequest:
@@ -219,8 +224,10 @@ def eval_media_advice(refused: MediaRefused) -> str:
 
 
 class _Runner:
-    def __init__(self, settings: BatchSettings, engine: ChatEngine | None, progress: Progress, run_id: str) -> None:
+    def __init__(self, settings: BatchSettings, engine: ChatEngine | None, progress: Progress, run_id: str,
+                 context_len: int | None = None) -> None:
         self.settings = settings
+        self.context_len = context_len  # the context an item is counted against (the engine's max_model_len)
         self.engine = engine
         self.progress = progress
         self.session_id = run_id
@@ -276,7 +283,7 @@ class _Runner:
         except TurnRejected as exc:
             return failed(str(exc))
         if self.engine is None or self.requests is None:
-            return base
+            return self._previewed(base, turn, planned)
         async with self.requests:
             served = await ask(self.engine, turn)
         answer: Answer | None = served.answer
@@ -291,6 +298,25 @@ class _Runner:
                 error = one_line(f"judge: {exc}", ERROR_CHARS)  # the answer is kept; a rerun asks both again
         return replace(base, answer=answer, checks=checks_for(entry.expect, answer), error=error,
                        notices=served.notices, score=score)
+
+    def _previewed(self, base: EvalResult, turn: TurnRequest, planned: _Planned) -> EvalResult:
+        """Preview: the whole prompt counted (``core.context``: text and media, as the engine will) against the
+        context, and what a real engine would refuse — a prompt that leaves no room for a reply token, more media
+        than the profile's per-prompt limits (vLLM's defaults for dots3_note unless the profile says otherwise)."""
+        try:
+            counted = measure(self.settings.profile.tokenizer, turn.messages, planned.media, tools=turn.tools,
+                              max_tokens=turn.sampling.max_tokens, max_model_len=self.context_len)
+        except Exception as exc:  # noqa: BLE001 - a template that cannot render this item: say so, go on
+            return replace(base, would_refuse=one_line(f"the chat template cannot render this item: {exc}",
+                                                       ERROR_CHARS))
+        reasons = []
+        if counted.fit == "will not fit":
+            reasons.append(f"{counted.message()} {EVAL_CONTEXT_HINT}")
+        try:
+            check_media_limits(turn.messages, self.settings.profile.mm_limits)
+        except MediaRefused as exc:
+            reasons.append(eval_media_advice(exc))
+        return replace(base, context=counted, would_refuse=" · ".join(reasons) or None)
 
 
 async def score_item(item: EvalItem, answer: Answer) -> Score:
@@ -375,7 +401,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
     todo = [e for e in entries if not (isinstance(e, EvalItem) and e.id in done_ids)]
     if len(todo) < len(entries):
         progress.say(f"{len(entries) - len(todo)} of {len(entries)} items are done in {results_file.path}: skipped")
-    runner = _Runner(settings, engine, progress, run_id)
+    runner = _Runner(settings, engine, progress, run_id,
+                     context_len=(engine.max_model_len if engine is not None else None) or default_seq)
     prompts = {e.line: e.prompt for e in entries if isinstance(e, EvalItem)}
     progress.start(len(todo))
     interrupted = False

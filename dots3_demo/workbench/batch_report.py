@@ -51,6 +51,8 @@ def summary_html(run: EvalRun) -> str:
         ("failed", "— (preview: nothing answered)" if preview else f"{s.failed:,}"),
         ("errors", f"{s.errors:,}"),
         ("accuracy", "— (preview: nothing answered)" if preview else accuracy_line(s.accuracy, s.scored, s.unparsed)),
+        *((("would be refused", f"{s.would_refuse:,} (a real engine would refuse them: over the context or the "
+                                "per-prompt media limits; see each item)"),) if preview else ()),
         ("media tokens (inspector)", f"{s.media_tokens:,} over the items run"),
         ("median TTFT", _seconds(s.median_ttft_s)),
         ("median tokens/s", _rate(s.median_tokens_per_s)),
@@ -153,8 +155,8 @@ def checks_html(result: EvalResult) -> str:
 def row_html(row: Row) -> str:
     r = row.result
     status = status_word(r)
-    cls = {"passed": "d3r-ok", "answered (no checks)": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad"}.get(
-        status, "d3r-note")
+    cls = {"passed": "d3r-ok", "answered (no checks)": "d3r-ok", "failed": "d3r-bad", "error": "d3r-bad",
+           "would be refused": "d3r-bad"}.get(status, "d3r-note")
     tags = f" · tags: {', '.join(r.tags)}" if r.tags else ""
     head = (f'<h3>{rh.esc(r.key)} <span class="{cls}">{rh.esc(status)}</span> '
             f'<span class="d3r-note">line {r.line}{" · from an earlier run" if row.earlier else ""}'
@@ -168,6 +170,10 @@ def row_html(row: Row) -> str:
     for index, item in enumerate(r.plan):
         thumbs = row.thumbs[index] if index < len(row.thumbs) else ()
         parts.append(rh.media_html(str(item.get("file", f"media {index + 1}")), item, thumbs))
+    if r.context is not None:
+        parts.append(f'<div class="d3r-note">context: {rh.esc(r.context.message())}</div>')
+    if r.would_refuse is not None:
+        parts.append(f'<div class="d3r-error">⚠ a real engine would refuse this item: {rh.esc(r.would_refuse)}</div>')
     parts.extend(rh.banner_html(f"how it was served: {notice}") for notice in r.notices)
     if r.answer is not None:
         parts.append(rh.answer_html(r.answer, title="answer"))

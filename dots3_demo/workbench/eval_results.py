@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dots3_demo.core.context import ContextCount
 from dots3_demo.core.records import Answer
 from dots3_demo.engine.promptview import PromptView
 from dots3_demo.engine.protocol import (
@@ -82,6 +83,8 @@ class EvalResult:
     score: Score | None = None  # None: nothing to score (no scorer), not answered, or an error
     metadata: tuple[tuple[str, str], ...] = ()  # the set's fields of the item (the summary's breakdowns)
     cluster: str | None = None  # the item's value of the set's cluster key
+    context: ContextCount | None = None  # the whole prompt counted before sending (core.context), against the context
+    would_refuse: str | None = None  # preview: why a real engine would refuse this item (context, media limits)
 
     @property
     def key(self) -> str:
@@ -158,6 +161,8 @@ class EvalResult:
             "notices": list(self.notices),
             "error": self.error,
             "kept_over": self.kept_over,
+            "context": _context_json(self.context),
+            "would_refuse": self.would_refuse,
         }
 
     @classmethod
@@ -189,9 +194,26 @@ class EvalResult:
                        tags=tuple(str(t) for t in data.get("tags") or ()), sampling=sampling,
                        budget=dict(data["budget"]) if data.get("budget") else None, run=data.get("run"),
                        kept_over=data.get("kept_over"), score=score, metadata=metadata,
-                       cluster=None if data.get("cluster") is None else str(data["cluster"]))
+                       cluster=None if data.get("cluster") is None else str(data["cluster"]),
+                       context=_context_from_json(data.get("context")), would_refuse=data.get("would_refuse"))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"not a result line ({one_line(exc)})") from None
+
+
+def _context_json(counted: ContextCount | None) -> dict[str, Any] | None:
+    """The meter's count: the prompt (text + media), the reply's max tokens, the context, and the verdict."""
+    if counted is None:
+        return None
+    return {"prompt_tokens": counted.prompt, "text_tokens": counted.text, "media_tokens": counted.media,
+            "max_tokens": counted.max_tokens, "max_model_len": counted.max_model_len, "fit": counted.fit}
+
+
+def _context_from_json(data: Any) -> ContextCount | None:
+    if not data:
+        return None
+    return ContextCount(prompt=int(data["prompt_tokens"]), text=int(data["text_tokens"]),
+                        media=int(data["media_tokens"]), max_tokens=int(data["max_tokens"]),
+                        max_model_len=data["max_model_len"])
 
 
 _UNKNOWN_SPLIT = ("text", "image", "audio", "video", "video_frames", "video_audio")
@@ -355,6 +377,7 @@ class Summary:
     earlier: int = 0  # rows kept from earlier runs (skipped as done, or kept over this run's error)
     kept: int = 0  # earlier answers kept over this run's errors for the same id (exit status 2)
     media_tokens: int = 0  # the inspector's tokens for every media file of the items with a result
+    would_refuse: int = 0  # preview: items a real engine would refuse (over the context, over the media limits)
     median_ttft_s: float | None = None
     median_tokens_per_s: float | None = None
     accuracy: Accuracy | None = None  # the scored items' mean score with its intervals (None: nothing scored)
@@ -528,6 +551,7 @@ def summarize(results: Sequence[EvalResult], items: int, *, preview: bool, earli
         errors=sum(1 for r in results if r.error is not None),
         unchecked=sum(1 for r in results if r.unchecked), earlier=earlier, kept=kept,
         media_tokens=sum(plan_tokens(r) for r in results),
+        would_refuse=sum(1 for r in results if r.would_refuse is not None),
         median_ttft_s=statistics.median(ttfts) if ttfts else None,
         median_tokens_per_s=statistics.median(rates) if rates else None,
         accuracy=run_accuracy(results, cluster_key),
@@ -540,6 +564,8 @@ def status_word(result: EvalResult) -> str:
     """A word or two for an item: error, failed, passed, answered (no checks), or planned (preview)."""
     if result.error is not None:
         return "error"
+    if result.would_refuse is not None:
+        return "would be refused"
     if result.answer is None:
         return "planned"
     if result.passed is False:
