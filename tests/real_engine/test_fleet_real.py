@@ -32,7 +32,7 @@ from support import servers
 pytestmark = pytest.mark.real_engine
 
 MAX_MODEL_LEN = 512
-TURNS = 4  # a conversation's turns; without a session key each lands on either server (2 ** -3 to stay by chance)
+TURNS = 6  # a conversation's turns; without a session key each lands on either server (2 ** -5 to stay by chance)
 WEATHER = json.dumps([t for t in EXAMPLE_TOOLS if t["function"]["name"] == "get_weather"])
 
 
@@ -216,7 +216,7 @@ def test_eval_with_endpoint_through_the_router(fleet, tmp_path):
 
 def test_the_studio_keeps_each_browser_session_on_one_server(fleet, logs):
     """``app.py --endpoint`` at the router, as an operator starts it, with two browser sessions (Gradio clients),
-    each sending four messages in one conversation: every turn of a session reached the same server."""
+    each sending six messages in one conversation: every turn of a session reached the same server."""
     from gradio_client import Client
 
     from tests.real_engine.test_chat_real_engine import chat_controls
