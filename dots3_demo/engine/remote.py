@@ -4,7 +4,8 @@
 Tool calls come from the server's ``tool_calls`` deltas (the server runs the Dots parser);
 reasoning from the ``reasoning``/``reasoning_content`` delta fields, and any ``<think>`` tags
 left in the content are split here. Local media paths are sent as ``data:`` URLs. Abort =
-close the HTTP stream (vLLM's server aborts a request whose client disconnects).
+close the HTTP stream (vLLM's server aborts a request whose client disconnects). Each request carries
+``X-Session-ID`` (the turn's session id), so a router keeps a conversation on one server.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ from dots3_demo.tools.calls import ToolCallAccumulator
 from dots3_demo.tools.forcing import tool_call_regex
 
 _DEFAULT_MIME = {"image": "image/png", "audio": "audio/wav", "video": "video/mp4"}
+
+# A conversation's key for a router in front of several servers (vllm-router's consistent_hash reads it before
+# X-Request-Id, which is new for every turn): the turn's session id, the same for every turn of a browser session.
+SESSION_HEADER = "X-Session-ID"
 
 # vLLM's server refuses per-request mm_processor_kwargs unless started with --trust-request-mm-kwargs.
 MM_KWARGS_FLAG = "--trust-request-mm-kwargs"
@@ -395,7 +400,7 @@ class RemoteEngine:
         import openai
 
         notices: tuple[str, ...] = ()
-        headers = {"X-Request-Id": turn.request_id}
+        headers = {"X-Request-Id": turn.request_id, SESSION_HEADER: turn.session_id}
         try:
             try:
                 body = self._request_body(turn, mm_kwargs=not self.mm_kwargs_refused)

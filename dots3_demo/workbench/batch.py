@@ -275,7 +275,9 @@ class _Runner:
         for name, file_plan in zip(entry.media, planned.plans, strict=True):
             if file_plan.error is not None:
                 return failed(f"{name}: {file_plan.error}")
-        turn = item_turn(entry, planned.plans, self.session_id)
+        # each item is a conversation of its own: a router in front of several servers (consistent_hash on the
+        # session) spreads the items over them instead of sending the whole run to one
+        turn = item_turn(entry, planned.plans, f"{self.session_id}-{entry.line}")
         try:
             check_media_limits(turn.messages, self.engine.mm_limits if self.engine is not None else None)
         except MediaRefused as exc:

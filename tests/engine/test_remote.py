@@ -98,6 +98,7 @@ def test_stream_with_reasoning_tool_calls_and_usage(tmp_path):
         assert final.stats.prompt.total == 42 and final.stats.output_tokens == 9
         headers, body = server.requests[0]
         assert headers["x-request-id"] == turn.request_id
+        assert headers["x-session-id"] == turn.session_id  # a router keeps the conversation on one server
         assert body["tools"] == EXAMPLE_TOOLS and body["stream"] is True
         url_sent = body["messages"][0]["content"][0]["image_url"]["url"]
         assert url_sent.startswith("data:image/png;base64,")
