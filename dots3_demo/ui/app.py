@@ -254,11 +254,11 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
 def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
                   pacer: StreamPacer, inspect_workers: int) -> None:
     """Each slice wires its own events (its components by name); the engine watch is the page's."""
-    inspect_page.setup_inspection_events(page.uploads, page.views, page.state, page.controls.max_tokens,
+    inspected = inspect_page.setup_inspection_events(page.uploads, page.views, page.state, page.controls.max_tokens,
                                          profile=profile, engine=engine, limits=limits, workers=inspect_workers)
     replies = chat_page.setup_chat_events(page.chat, page.controls, page.tools, page.state, engine=engine, pacer=pacer,
                                           concurrency=chat_concurrency(engine),
-                                          meter=Meter(profile, engine))
+                                          meter=Meter(profile, engine), inspected=inspected)
     record_page.setup_record_events(page.chat, page.uploads, page.views.budget, page.controls, page.tools, page.state,
                                     page.compare, profile=profile, engine=engine)
     if page.glance is not None:

@@ -10,7 +10,7 @@ as ``layout.ChatStream`` steps; they differ only in what they ask ``chat`` for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -306,9 +306,11 @@ def on_pick_reply(session: ChatSession, reply: Any) -> tuple[str, str]:
 
 def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControls, tools: layout.ToolsPanel,
                       studio: gr.State, *, engine: ChatEngine | None, pacer: StreamPacer,
-                      concurrency: int | None, meter: context_meter.Meter | None = None) -> list[Dependency]:
+                      concurrency: int | None, meter: context_meter.Meter | None = None,
+                      inspected: Sequence[Dependency] = ()) -> list[Dependency]:
     """The chat's events (``concurrency``: replies at once, app-wide); returns the streaming ones (a reply each).
-    ``meter``: the context meter (``ui.context_meter``) shown above the box and checked before a message is sent."""
+    ``meter``: the context meter (``ui.context_meter``) shown above the box and checked before a message is sent,
+    recounted after each of ``inspected`` (the uploads' results written to ``studio``)."""
     tools.example.input(chat_views.example_tools_json, tools.example, chat_controls.tools_json,
                         api_visibility="private", queue=False)
     chat_controls.tools_json.change(chat_views.validate_tools_md, chat_controls.tools_json, tools.status,
@@ -359,7 +361,7 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
                                      api_visibility="private", queue=False)
     if meter is not None:
         context_meter.setup_meter_events(panel.meter, panel, chat_controls, studio, meter,
-                                         [*settles, cleared_event, icon_event])
+                                         [*inspected, *settles, cleared_event, icon_event])
     setup_rating_events(panel)
     return events
 

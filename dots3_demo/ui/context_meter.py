@@ -105,13 +105,16 @@ def on_meter(meter: Meter, studio: StudioState, session: ChatSession, text: str 
 
 def setup_meter_events(line: gr.HTML, panel: layout.ChatPanel, chat_controls: layout.ChatControls,
                        studio: gr.State, meter: Meter, after: list[Any]) -> None:
-    """Update ``line`` on the page's load, the box's last change, the uploads, the turn settings and after every
-    chat event in ``after`` (a reply, Clear)."""
+    """Update ``line`` on the box's last change, the turn settings and after every event in ``after`` (an
+    upload's result, a reply, Clear).
+
+    Not on ``studio.change``: Gradio tracks a State with a change listener by hashing its value before and after
+    every event that writes it, and the studio's frozen state holds lists (unhashable; every inspection failed)."""
     inputs = [studio, panel.session, panel.box, *chat_controls.components()]
     options: dict[str, Any] = dict(fn=lambda *values: on_meter(meter, *values), inputs=inputs, outputs=line,
                                    api_visibility="private", show_progress="hidden", queue=False,
                                    trigger_mode="always_last")
-    triggers = [panel.box.change, studio.change, chat_controls.max_tokens.change, chat_controls.system_prompt.blur,
+    triggers = [panel.box.change, chat_controls.max_tokens.change, chat_controls.system_prompt.blur,
                 chat_controls.tools_json.blur]
     gr.on(triggers, **options)
     for event in after:

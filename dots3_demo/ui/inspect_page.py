@@ -456,8 +456,9 @@ def sync_max_new(max_tokens: float | None) -> int:
 
 def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.ModelViews, state: gr.State,
                             max_tokens: gr.Number, *, profile: Profile, engine: ChatEngine | None,
-                            limits: UploadLimits, workers: int) -> None:
-    """Uploads and the Budget tab: every trigger runs the same steps.
+                            limits: UploadLimits, workers: int) -> list[Dependency]:
+    """Uploads and the Budget tab: every trigger runs the same steps; returns each step 3 that writes the state
+    (what the chat reads), for views that follow the uploads (the context meter).
 
     1. *arrives* (``queue=False``, at once): the panel's job in flight is cancelled (superseded) and the
        status line shows the panel busy;
@@ -480,6 +481,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     later_out = [outputs[key] for key in handlers.LATER_KEYS]
     controls = budget.components()  # on_video / on_settings take them by these names, in this order
     arrives = Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
+    shown: list[Dependency] = []
 
     def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
                 progress_on: list[Any], video: bool = False, **kwargs: Any) -> None:
@@ -490,8 +492,9 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                             **kwargs)
         after = Listen(inputs=inspections, show_progress="hidden", api_visibility="private",
                         trigger_mode="always_last", js=AFTER_THE_PICTURES_JS)
-        main.then(partial(on_inspected, profile, engine), outputs=shared_out, api_name=f"{api_name}_shown",
-                  concurrency_limit=1, concurrency_id="inspect-shown", **after)
+        shown.append(main.then(partial(on_inspected, profile, engine), outputs=shared_out,
+                               api_name=f"{api_name}_shown", concurrency_limit=1, concurrency_id="inspect-shown",
+                               **after))
         main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
                   concurrency_id="inspect-figures", **after)
         if video:  # the video's views but its frames and figures
@@ -531,6 +534,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
             partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
             api_visibility="private", show_progress="hidden", progress_on=[solver], video=True)
+    return shown
 
 
 # Run in the browser when a glance link is clicked: bring the detail tabs into view.
