@@ -10,10 +10,13 @@ close the HTTP stream (vLLM's server aborts a request whose client disconnects).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import logging
 import mimetypes
 import os
+import threading
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import replace
@@ -43,6 +46,8 @@ from dots3_demo.engine.stats import prompt_tokens_from_view
 from dots3_demo.engine.textsplit import ReasoningSplitter
 from dots3_demo.tools.calls import ToolCallAccumulator
 from dots3_demo.tools.forcing import tool_call_regex
+
+logger = logging.getLogger(__name__)
 
 _DEFAULT_MIME = {"image": "image/png", "audio": "audio/wav", "video": "video/mp4"}
 
@@ -158,17 +163,22 @@ class RemoteEngine:
         # bundled preview profile's). Loaded on the first reply that returns ids.
         self._tokenizer_dir = tokenizer_dir
         self._tokenizer: Any = None
+        self._tokenizer_lock = threading.Lock()  # loaded once, from start()'s thread or a reply's
         self.server_version: str | None = None  # the server's /version, asked when connecting (None: not said)
 
     def tokenizer(self) -> Any:
         """The profile's tokenizer, loaded once (vLLM's ``get_tokenizer``, as the inspector loads it)."""
-        if self._tokenizer is None:
-            from vllm.tokenizers.registry import get_tokenizer
+        with self._tokenizer_lock:
+            if self._tokenizer is None:
+                self._tokenizer = self._load_tokenizer()
+            return self._tokenizer
 
-            from dots3_demo.profiles import PREVIEW_PROFILE_DIR
+    def _load_tokenizer(self) -> Any:
+        from vllm.tokenizers.registry import get_tokenizer
 
-            self._tokenizer = get_tokenizer(self._tokenizer_dir or str(PREVIEW_PROFILE_DIR))
-        return self._tokenizer
+        from dots3_demo.profiles import PREVIEW_PROFILE_DIR
+
+        return get_tokenizer(self._tokenizer_dir or str(PREVIEW_PROFILE_DIR))
 
     def prompt_view(self, ids: list[int], prompt_text: str | None, turn: TurnRequest) -> PromptView:
         """The server's own prompt ids, read with the profile's tokenizer, and flagged where they show another
@@ -234,6 +244,10 @@ class RemoteEngine:
                                         since=time.monotonic())
             raise EngineUnavailable(self._status.message) from exc
         self.server_version = await server_version(self.endpoint)
+        try:  # now, in a thread: loaded on the first reply, it held up the stream (and the page) for seconds
+            await asyncio.to_thread(self.tokenizer)
+        except Exception:  # the prompt view then says why on the first reply; the chat works on
+            logger.exception("the profile's tokenizer did not load")
         said = f"vLLM {self.server_version}" if self.server_version else "vLLM version not said (no /version)"
         self._status = EngineStatus("ready", f"{self.model} at {self.endpoint} · {said}", since=time.monotonic())
 
@@ -330,8 +344,9 @@ class RemoteEngine:
                 reasoning, text = "", ""
                 returned = getattr(chunk, "model_extra", None) or {}
                 if stats.prompt_view is None and returned.get("prompt_token_ids"):
-                    stats.prompt_view = self.prompt_view(list(returned["prompt_token_ids"]),
-                                                         returned.get("prompt_text"), turn)
+                    # Off the event loop (a chat template and a tokenizer pass): other sessions' streams go on.
+                    stats.prompt_view = await asyncio.to_thread(self.prompt_view, list(returned["prompt_token_ids"]),
+                                                                returned.get("prompt_text"), turn)
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
                     stats.output_tokens = usage.completion_tokens or 0
