@@ -95,8 +95,9 @@ def test_stop_makes_the_server_abort_the_request(endpoint, server):
     async def main():
         engine = RemoteEngine(endpoint)
         await engine.start()
+        # Greedy: sampled, the random model sometimes ended its reply (EOS) before the test saw it running.
         turn = TurnRequest(session_id="stop", messages=[{"role": "user", "content": "go on and on"}],
-                           sampling=SamplingSettings(max_tokens=400))
+                           sampling=SamplingSettings(max_tokens=400, temperature=0.0))
         stream = engine.stream_turn(turn)
         await stream.__anext__()
         deadline = time.monotonic() + 30
