@@ -79,7 +79,7 @@ class ContextCount:
         if self.fit == "reply cut":
             return (f"{total} + {self.max_tokens:,} max tokens: {context}, so the reply can be at most "
                     f"{self.reply_room:,} tokens (context full before max tokens).")
-        return f"{total} + {self.max_tokens:,} max tokens of {self.max_model_len:,} (max_model_len)"
+        return f"{total} + {self.max_tokens:,} max tokens of {self.max_model_len:,}"
 
 
 def _placeholders() -> dict[str, str]:

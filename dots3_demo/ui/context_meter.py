@@ -67,7 +67,8 @@ def meter_html(counted: context.ContextCount | None) -> str:
     reply_pct = min(100.0 - prompt_pct, 100.0 * (counted.reply_room or 0) / limit) if limit else 0.0
     return (f'<div class="d3-meter" data-fit="{html.escape(counted.fit)}" data-prompt="{counted.prompt}" '
             f'data-max-model-len="{limit}">'
-            f'<div class="d3-meter-bar" role="img" aria-label="context used">'
+            f'<div class="d3-meter-bar" role="img" aria-label="context used" '
+            f'title="the context: {limit:,} tokens (max_model_len)">'
             f'<span class="d3-meter-prompt" style="width:{prompt_pct:.2f}%"></span>'
             f'<span class="d3-meter-reply" style="width:{reply_pct:.2f}%"></span></div>'
             f'<div class="d3-meter-text">{"⚠ " if counted.fit in ("will not fit", "reply cut") else ""}'
@@ -75,9 +76,11 @@ def meter_html(counted: context.ContextCount | None) -> str:
 
 
 CSS = """
-.d3-meter { font-size: 12px; margin: 2px 0 4px; }
-.d3-meter-bar { display: flex; height: 6px; background: var(--neutral-200, #e5e7eb); border-radius: 3px;
-  overflow: hidden; }
+#context-meter { margin-top: -10px !important; }  /* one line tucked under the figures: the chat keeps its height */
+.d3-meter { display: flex; align-items: center; gap: 8px; font-size: 12px; margin: 0; }
+.d3-meter-bar { display: flex; flex: 0 0 120px; height: 6px; background: var(--neutral-200, #e5e7eb);
+  border-radius: 3px; overflow: hidden; }
+.d3-meter-text { flex: 1 1 auto; min-width: 0; }
 .d3-meter-prompt { background: #2563eb; }
 .d3-meter-reply { background: #93c5fd; }
 .d3-meter[data-fit="reply cut"] .d3-meter-reply { background: #f59e0b; }

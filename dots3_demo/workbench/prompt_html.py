@@ -12,9 +12,10 @@ from dots3_demo.engine.promptview import PromptSpan, PromptView
 
 KIND_COLOURS = {"text": "#f3f4f6", "special": "#c7d2fe", "image": "#fde68a", "audio": "#bbf7d0",
                 "video frame": "#fecaca", "video sound": "#a5f3fc", "tools": "#e9d5ff"}
-SOURCES = {"engine": "the engine's own ids (vLLM's RequestOutput.prompt_token_ids)",
-           "server": "the server's own ids (prompt_token_ids it returned)",
-           "renderer": "vLLM's renderer, run here"}
+# where a view's ids came from: (the summary's words, kept to one line under a reply; what exactly, inside the fold)
+SOURCES = {"engine": ("the engine's own ids", "vLLM's RequestOutput.prompt_token_ids"),
+           "server": ("the server's own ids", "the prompt_token_ids it returned"),
+           "renderer": ("vLLM's renderer, run here", "vLLM's chat template and tokenizer, as the engine renders")}
 
 
 def _esc(text: str) -> str:
@@ -61,8 +62,10 @@ def prompt_view_html(view: PromptView | None, *, open_: bool = False) -> str:
     note = f" · {_esc(view.note)}" if view.note else ""
     body = "".join(span_html(s) for s in view.spans)
     ids = " ".join(f"{s.token_ids[0]}×{s.repeat}" if s.pad else " ".join(map(str, s.token_ids)) for s in view.spans)
+    short, detail = SOURCES[view.source]
     return (f'<details class="d3-prompt"{" open" if open_ else ""}><summary>the prompt as the engine got it: '
-            f'{view.total:,} tokens · from {_esc(SOURCES[view.source])}{note}</summary>{flags}'
+            f'{view.total:,} tokens · from {_esc(short)}</summary>'
+            f'<div class="d3-prompt-source">from {_esc(short)} ({_esc(detail)}){note}</div>{flags}'
             f'<div class="d3-prompt-legend" style="margin:4px 0">{legend_html(view)}</div>'
             f'<div class="d3-prompt-body" style="font-family:monospace;font-size:.8rem;line-height:1.7">{body}</div>'
             f'<details class="d3-prompt-ids"><summary>token ids ({view.total:,}; a pad run as id×n)</summary>'
