@@ -181,12 +181,14 @@ def test_preview_keeps_the_inspector_first(chromium, profile, shots_dir):
             page.wait_for_function("() => document.querySelectorAll('#frames-gallery .thumbnail-item img').length > 0")
             page.wait_for_function("() => document.querySelector('#summary').innerText.includes('Sound track kept')")
             assert page.locator("#glance").count() == 0 and not page.locator("#frame-strip").is_visible()
-            views = _inside_window(page, "#views")
-            chat = page.locator("#chatbot").bounding_box()
-            assert chat is not None and chat["y"] > views["y"] + views["height"]  # the chat comes after the inspector
+            # measured once the pictures have loaded: the gallery's tiles take their height from them (CI, slower,
+            # measured the tiles still loading at 83 px taller)
             page.wait_for_function("() => [...document.querySelectorAll('#frames-gallery img')]"
                                    ".every(i => i.complete && i.naturalWidth > 0)")
             time.sleep(0.5)
+            views = _inside_window(page, "#views")
+            chat = page.locator("#chatbot").bounding_box()
+            assert chat is not None and chat["y"] > views["y"] + views["height"]  # the chat comes after the inspector
             _shot(page, "work-preview.png", shots_dir)
         finally:
             context.close()
