@@ -114,6 +114,16 @@ def dots_tool_parser_class() -> type:
     return DotsToolParser
 
 
+def served_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tools`` as vLLM's OpenAI server hands them to the chat template (each read as its
+    ``ChatCompletionToolsParam`` and dumped again: the field order and the defaults it fills in are the
+    server's). The in-process engine, the context meter and the renderer here then build the prompt that
+    ``vllm serve`` builds for the same request, byte for byte."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+
+    return [ChatCompletionToolsParam.model_validate(tool).model_dump() for tool in tools]
+
+
 @contextmanager
 def engine_flags_platform() -> Iterator[None]:
     """While the block runs, vLLM can build its engine flags on a host where it finds no device.

@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from dots3_demo import vllm_compat
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _JSON_TYPES = {"string", "number", "integer", "boolean", "object", "array", "null"}
 
@@ -63,7 +65,8 @@ def json_type(value: Any) -> str:
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]]:
-    """Validate a list of tools and return it in the canonical ``{"type": "function", ...}`` form."""
+    """Validate a list of tools and return it in the canonical ``{"type": "function", ...}`` form, as vLLM's OpenAI
+    server reads it (``vllm_compat.served_tools``: its field order, ``description`` null where none is given)."""
     if not isinstance(tools, list):
         raise ToolSchemaError(f"tools must be a JSON array, got {json_type(tools)}")
     result: list[dict[str, Any]] = []
@@ -105,7 +108,8 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
         if "strict" in function:
             canonical["strict"] = function["strict"]
         result.append({"type": "function", "function": canonical})
-    return result
+    # as vLLM's server renders them: what the studio's prompt holds is what a `vllm serve` prompt holds
+    return vllm_compat.served_tools(result)
 
 
 def _validate_parameters(parameters: Any, where: str) -> None:

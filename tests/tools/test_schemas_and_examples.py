@@ -28,8 +28,17 @@ def test_empty_means_no_tools():
 
 def test_bare_function_is_wrapped():
     tools = parse_tools_json('[{"name": "f", "parameters": {"type": "object", "properties": {}}}]')
-    assert tools == [{"type": "function",
-                      "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    assert tools == [{"type": "function", "function": {"name": "f", "description": None,
+                                                       "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_tools_come_back_as_vllms_server_hands_them_to_the_template():
+    """The chat template writes the tools with ``tojson``, keys in order: the studio's tools must be the server's
+    (vLLM's ``ChatCompletionToolsParam`` dumped again), or a prompt with tools differs from a ``vllm serve`` one."""
+    text = '[{"function": {"parameters": {"type": "object", "properties": {}}, "description": "d", "name": "f"}}]'
+    (tool,) = parse_tools_json(text)
+    assert list(tool) == ["type", "function"] and list(tool["function"]) == ["name", "description", "parameters"]
+    assert parse_tools_json(json.dumps([tool])) == [tool]  # as a server reads it again: unchanged
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from dots3_demo import vllm_compat
 from dots3_demo.cli import engine as cli_engine
 from dots3_demo.cli.eval import main_eval
 from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT
@@ -100,7 +101,7 @@ def test_answers_checks_and_the_request_the_chat_would_send(tmp_path, profile, p
         "seq": 2048, "max_new_tokens": 64, "audio_cap": 1.0, "k_mode": "eval_ek"}
     assert double.generated[[prompt_of(g[0]) for g in double.generated].index("Which room?")][1].temperature == 0
     tools_sent = sent["What is the weather in Paris?"]["chat_params"].chat_template_kwargs["tools"]
-    assert tools_sent == WEATHER
+    assert tools_sent == vllm_compat.served_tools(WEATHER)  # as vLLM's server hands them to the template
     assert double.aborted == []  # every request ran to its end
     report = (tmp_path / "out" / "report.html").read_text()
     assert "Blue Falcon." in report and "NOT found" in report and "get_weather" in report
