@@ -47,6 +47,7 @@ from dots3_demo.engine.protocol import (
 )
 from dots3_demo.engine.stats import prompt_tokens_by_modality
 from dots3_demo.engine.textsplit import TurnAssembler
+from dots3_demo.engine.wire import chat_request
 from dots3_demo.tools.forcing import tool_call_regex
 
 logger = logging.getLogger(__name__)
@@ -361,6 +362,9 @@ class InProcessEngine:
         request_id = turn.request_id
         if request_id in self._active:
             raise ValueError(f"request id {request_id} is already running")
+        # the request a `vllm serve` of this --model gets for the same prompt (issue 21 §3); built before rendering,
+        # which turns tool-call arguments into dicts in the messages (vLLM's chat parser, in place)
+        request = chat_request(turn, self.model or "")
         try:
             engine_input = await render_turn(engine.renderer, turn, self.mm_limits)
         except TurnRejected:
@@ -371,7 +375,8 @@ class InProcessEngine:
         vocab = tokenizer.get_vocab()
         sampling_params = build_sampling_params(turn)
         assembler = TurnAssembler(turn.tools, self._starts_in_reasoning)
-        stats = TurnStats(source="engine", max_tokens=int(turn.sampling.max_tokens), max_model_len=self.max_model_len)
+        stats = TurnStats(source="engine", max_tokens=int(turn.sampling.max_tokens), max_model_len=self.max_model_len,
+                          request=request)
         started = time.monotonic()
         first_token_at: float | None = None
         finished = False

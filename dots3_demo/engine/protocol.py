@@ -10,6 +10,7 @@ re-exported here: the engine layer sits above the tools layer) from the parser t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
@@ -107,6 +108,62 @@ class PromptTokens:
     by_modality: bool = True  # False: only ``total`` is known (an OpenAI server reports no split)
 
 
+# ---------------------------------------------------------------- the request as sent (issue 21 §3)
+DEFAULT_BASE_URL = "http://localhost:8000/v1"  # ``vllm serve``'s own default, for a request made in-process
+
+
+@dataclass(frozen=True)
+class SentMedia:
+    """One media part of the request: its kind, its URL as copied and its size in bytes (None: not a local file)."""
+
+    kind: str
+    url: str
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One turn's chat-completions request, as ``engine.wire.chat_request`` builds it (``engine.wire`` writes it as
+    JSON, ``curl`` and Python). The JSON parts are kept as text: the request never changes once built, and a frozen
+    copy is safe to hold in a session."""
+
+    model: str
+    messages_json: str  # the messages, local media as file:// URLs
+    params_json: str  # OpenAI's own fields besides model and messages: sampling, tools, tool_choice
+    extra_json: str  # vLLM's own fields (the openai client's ``extra_body``)
+    media: tuple[SentMedia, ...] = ()
+    endpoint: str | None = None  # the server it went to (remote mode); None: made in-process
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.messages_json))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.params_json))
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return dict(json.loads(self.extra_json))
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint or DEFAULT_BASE_URL
+
+    def body(self) -> dict[str, Any]:
+        """The HTTP body, as the server reads it (the client's ``extra_body`` merged in)."""
+        return {"model": self.model, "messages": self.messages, **self.params, **self.extra}
+
+    def openai_kwargs(self, messages: list[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
+        """Keyword arguments of ``client.chat.completions.create`` for this request, with ``messages`` (the
+        remote adapter's: media inlined) and, streamed, the usage on every chunk."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, **self.params}
+        if stream:
+            kwargs.update(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
+        kwargs["extra_body"] = self.extra
+        return kwargs
+
+
 @dataclass
 class TurnStats:
     """Numbers for the UI. ``None`` = not known (yet, or not reported by this backend)."""
@@ -124,6 +181,9 @@ class TurnStats:
     max_model_len: int | None = None
     # The prompt as the engine got it, token by token (``engine.promptview``); None: not known (a record made before)
     prompt_view: PromptView | None = None
+    # The request as sent (``engine.wire``), to copy; runtime only (compare=False: not in a record, whose transcript
+    # holds the conversation already)
+    request: ChatRequest | None = field(default=None, compare=False)
 
     def snapshot(self) -> TurnStats:
         """A copy a delta can carry while the adapter keeps updating its own (both adapters use it)."""

@@ -44,8 +44,8 @@ from dots3_demo.engine.protocol import (
 )
 from dots3_demo.engine.stats import prompt_tokens_from_view
 from dots3_demo.engine.textsplit import ReasoningSplitter
+from dots3_demo.engine.wire import ChatRequest, chat_request
 from dots3_demo.tools.calls import ToolCallAccumulator
-from dots3_demo.tools.forcing import tool_call_regex
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +62,6 @@ MM_KWARGS_REFUSED = (
     "plans the video with its own defaults: the frames and tokens the Budget tab shows may not be what the "
     f"model gets. Start the server with {MM_KWARGS_FLAG} to have it plan exactly as shown."
 )
-
-
-def has_video(messages: list[dict[str, Any]]) -> bool:
-    """Whether any message carries a video part (the only media the budget kwargs plan)."""
-    return any(isinstance(part, dict) and modality_of(part) == "video"
-               for message in messages if isinstance(message.get("content"), list)
-               for part in message["content"])
 
 
 def refused_message(exc: Any) -> str:
@@ -290,40 +283,10 @@ class RemoteEngine:
         self._client = None
         self._status = EngineStatus("stopped", "disconnected", since=time.monotonic())
 
-    def _request_body(self, turn: TurnRequest, *, mm_kwargs: bool = True) -> dict[str, Any]:
-        """The chat-completions request. The video budget (``mm_processor_kwargs``) goes only with a
-        video, and only while the server takes it (``mm_kwargs``)."""
-        settings = turn.sampling
-        extra: dict[str, Any] = {
-            "repetition_penalty": settings.repetition_penalty,
-            "skip_special_tokens": False,
-            # vLLM's server returns the prompt it built (ids and text) on the first chunk: the prompt view and
-            # the check of its tokens by modality against the inspector's plan (issue 21 §1-2)
-            "return_token_ids": True,
-            "return_prompt_text": True,
-        }
-        if mm_kwargs and has_video(turn.messages):
-            extra["mm_processor_kwargs"] = turn.mm_processor_kwargs()
-        if turn.tool_choice == "required":
-            extra["structured_outputs"] = {"regex": tool_call_regex(turn.tools)}
-        if settings.top_k and settings.top_k > 0:
-            extra["top_k"] = settings.top_k
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_wire_messages(turn.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "max_tokens": settings.max_tokens,
-            "extra_body": extra,
-        }
-        if settings.seed is not None:
-            body["seed"] = settings.seed
-        if turn.tools:
-            body["tools"] = turn.tools
-            body["tool_choice"] = "auto"
-        return body
+    def _request(self, turn: TurnRequest, *, mm_kwargs: bool = True) -> ChatRequest:
+        """The chat-completions request for ``turn`` (``engine.wire``: the one builder; the video budget only while
+        the server takes it, ``mm_kwargs``)."""
+        return chat_request(turn, self.model or "", mm_kwargs=mm_kwargs, endpoint=self.endpoint)
 
     async def stream_turn(self, turn: TurnRequest) -> AsyncGenerator[TurnDelta, None]:
         if self._status.state != "ready" or self._client is None:
@@ -336,7 +299,7 @@ class RemoteEngine:
         calls = ToolCallAccumulator()  # the server's tool_calls deltas (its DotsToolParser's), by index
         stats = TurnStats(source="server", max_tokens=int(turn.sampling.max_tokens), max_model_len=self._max_model_len)
         finish_reason: str | None = None
-        stream, notices = await self._open(turn)
+        stream, notices, stats.request = await self._open(turn)
         self._streams[request_id] = stream
         finished = False
         try:
@@ -405,8 +368,8 @@ class RemoteEngine:
                     await stream.close()
 
 
-    async def _open(self, turn: TurnRequest) -> tuple[Any, tuple[str, ...]]:
-        """Send the request; returns the stream and the notices on how it was served.
+    async def _open(self, turn: TurnRequest) -> tuple[Any, tuple[str, ...], ChatRequest]:
+        """Send the request; returns the stream, the notices on how it was served and the request as sent.
 
         A server that refuses per-request ``mm_processor_kwargs`` gets the request again without
         them (and never again with them), and the user is told what that means. Any other refusal
@@ -418,8 +381,9 @@ class RemoteEngine:
         headers = {"X-Request-Id": turn.request_id, SESSION_HEADER: turn.session_id}
         try:
             try:
-                body = self._request_body(turn, mm_kwargs=not self.mm_kwargs_refused)
-                return await self._client.chat.completions.create(**body, extra_headers=headers), notices
+                request = self._request(turn, mm_kwargs=not self.mm_kwargs_refused)
+                body = request.openai_kwargs(to_wire_messages(turn.messages), stream=True)
+                return await self._client.chat.completions.create(**body, extra_headers=headers), notices, request
             except openai.BadRequestError as exc:
                 if "mm_processor_kwargs" not in str(exc) or "mm_processor_kwargs" not in body.get("extra_body", {}):
                     raise
@@ -427,8 +391,9 @@ class RemoteEngine:
                 notices = (MM_KWARGS_REFUSED,)
                 self._status = replace(self._status, message=f"{self._status.message} · plans videos with its own "
                                        f"defaults, not the Budget tab's (no {MM_KWARGS_FLAG})")
-                body = self._request_body(turn, mm_kwargs=False)
-                return await self._client.chat.completions.create(**body, extra_headers=headers), notices
+                request = self._request(turn, mm_kwargs=False)
+                body = request.openai_kwargs(to_wire_messages(turn.messages), stream=True)
+                return await self._client.chat.completions.create(**body, extra_headers=headers), notices, request
         except openai.APIStatusError as exc:
             if 400 <= exc.status_code < 500 and exc.status_code not in (404, 408, 429):
                 raise RequestRefused(refused_message(exc)) from exc

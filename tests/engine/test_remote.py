@@ -122,11 +122,11 @@ def test_the_video_budget_goes_only_with_a_video():
     video = TurnRequest(session_id="v", video=VideoSettings(seq=8192, k_mode="whole"), messages=[{"role": "user",
         "content": [{"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}},
                     {"type": "text", "text": "x"}]}])
-    assert "mm_processor_kwargs" not in engine._request_body(text)["extra_body"]
-    sent = engine._request_body(video)["extra_body"]["mm_processor_kwargs"]
+    assert "mm_processor_kwargs" not in engine._request(text).extra
+    sent = engine._request(video).extra["mm_processor_kwargs"]
     assert sent == {"max_new_tokens": video.sampling.max_tokens, "seq": 8192, "audio_cap": 1.0, "k_mode": "whole"}
     assert sent == video.mm_processor_kwargs()  # the one shape both adapters send
-    assert "mm_processor_kwargs" not in engine._request_body(video, mm_kwargs=False)["extra_body"]
+    assert "mm_processor_kwargs" not in engine._request(video, mm_kwargs=False).extra
 
 
 class RefusingServer(Server):
