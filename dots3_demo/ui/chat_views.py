@@ -218,7 +218,8 @@ def figures_md(reply: Reply, media: tuple[MediaItem, ...], *, budget_note: str =
     line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
     if budget_note:
         line += "  \n" + budget_note
-    return line + prompt_view.fold_md(s.prompt_view)
+    line += prompt_view.fold_md(s.prompt_view)
+    return line + (prompt_view.request_md(s.request) if reply.finished or stopped else "")  # once, not per token
 
 
 def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:

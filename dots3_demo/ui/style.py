@@ -117,6 +117,13 @@ CSS = """
 #chat-figures:has(> div:empty), #chat-figures:not(:has(p)) { display: none !important; }
 #chat-figures p { margin: 1px 0; }
 #chat-figures code { font-size: .74rem; display: inline !important; padding: 0 3px !important; white-space: normal; }
+/* the request as sent: code blocks keep their lines (the copy button copies what is drawn), scroll when long */
+#chat-figures .d3-request pre code, .d3-request pre code { display: block !important; white-space: pre !important;
+  padding: 0 !important; font-size: .72rem; }
+.d3-request pre { max-height: 22em; overflow: auto; }
+/* closed, the prompt's fold and the request's share one line under the figures (the chat keeps its height) */
+#chat-figures details.d3-prompt:not([open]), #chat-figures details.d3-request:not([open]) { display: inline-block;
+  margin-right: 1.5em; }
 #chatbot .message-wrap .message { font-size: .92rem; }
 /* Model HTML keeps inline styles after Gradio's sanitizer: keep position:fixed overlays inside their bubble. */
 #chatbot .message-content { contain: layout paint; }

@@ -64,7 +64,7 @@ def prompt_view_html(view: PromptView | None, *, open_: bool = False) -> str:
     ids = " ".join(f"{s.token_ids[0]}×{s.repeat}" if s.pad else " ".join(map(str, s.token_ids)) for s in view.spans)
     short, detail = SOURCES[view.source]
     return (f'<details class="d3-prompt"{" open" if open_ else ""}><summary>the prompt as the engine got it: '
-            f'{view.total:,} tokens · from {_esc(short)}</summary>'
+            f'{view.total:,} tokens ({_esc(short)})</summary>'
             f'<div class="d3-prompt-source">from {_esc(short)} ({_esc(detail)}){note}</div>{flags}'
             f'<div class="d3-prompt-legend" style="margin:4px 0">{legend_html(view)}</div>'
             f'<div class="d3-prompt-body" style="font-family:monospace;font-size:.8rem;line-height:1.7">{body}</div>'

@@ -52,6 +52,7 @@ from dots3_demo.inspection.limits import UploadLimits, parse_file_size
 from dots3_demo.inspection.plan import plan_file
 from dots3_demo.workbench import report_html
 from dots3_demo.workbench.codec import DecodeError, from_json, to_json
+from dots3_demo.workbench.request_fold import without_request
 
 if TYPE_CHECKING:
     from dots3_demo.core.settings import ChatSettings
@@ -230,7 +231,8 @@ def build_record(session: ChatSession, studio: StudioState, chat: ChatSetup, *, 
         panels=Panels(video=studio.video_path, images=tuple(p for p, _ in studio.images), audio=studio.audio_path,
                       audio_source=studio.audio_source),
         transcript=Transcript(messages=session.messages, display=session.display, media=session.media,
-                              tools=session.tools, regen_mark=session.regen_mark, figures=session.figures,
+                              tools=session.tools, regen_mark=session.regen_mark,
+                              figures=without_request(session.figures),  # the request's fold stays on the page
                               answers=session.answers, ratings=session.ratings),
         compare=tuple(compare),
     )

@@ -7,6 +7,7 @@ check lifecycles, figures, vLLM's own request count (``/healthz`` ``requests``) 
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -138,6 +139,37 @@ def test_a_text_turn_streams_with_the_engines_figures(page, studio, shots_dir):
     assert ("finish length" in done and output == 200) or ("finish stop" in done and 0 < output <= 200)
     assert servers.wait_no_requests(studio) == 0
     page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_text_turn.png"))
+
+
+def test_the_request_as_sent_copies_from_the_reply(page, studio, tiny_model, shots_dir):
+    """The fold under a finished reply holds the request as sent; its JSON block's copy button puts on the clipboard
+    what the engine was given: the model, the system prompt, this turn's words and max tokens. (That a real server
+    builds the engine's prompt from each copied form is test_request_as_sent_real.py's.)"""
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=studio.url)
+    set_max_tokens(page, 24)
+    page.locator("#system-prompt textarea").fill("Answer in 'one' line.")
+    send(page, "Copy me: what is ```2+2```?")
+    wait_figures(page, "finish", studio=studio)
+    fold = page.locator("#chat-figures details.d3-request")
+    fold.locator("summary").click()
+    blocks = fold.locator(".code_wrap")  # Gradio's Markdown: a code block with its copy button
+    assert blocks.count() == 3  # curl, Python, JSON
+    blocks.nth(2).hover()
+    blocks.nth(2).locator(".copy_code_button").click()
+    copied = page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('{') ? t : false)",
+                                    timeout=10_000).json_value()
+    body = json.loads(copied)
+    assert copied == json.dumps(body, indent=2, ensure_ascii=False)  # the JSON form itself, line for line
+    assert body["model"] == str(tiny_model) and body["max_tokens"] == 24
+    assert body["messages"][0] == {"role": "system", "content": "Answer in 'one' line."}
+    assert body["messages"][-1]["content"][-1] == {"type": "text", "text": "Copy me: what is ```2+2```?"}
+    assert body["return_token_ids"] is True
+    blocks.nth(0).hover()
+    blocks.nth(0).locator(".copy_code_button").click()  # curl: its here-document must keep its lines to run
+    curl = page.wait_for_function("() => navigator.clipboard.readText().then(t => t.includes('curl') ? t : false)",
+                                  timeout=10_000).json_value()
+    assert curl.splitlines()[-1] == "REQUEST_JSON" and copied in curl
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "real_engine_request_as_sent.png"))
 
 
 def test_regenerate_leaves_no_request(page, studio):

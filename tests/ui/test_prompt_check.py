@@ -72,3 +72,26 @@ def test_an_audio_clip_counted_from_ids_alone(tmp_path):
     counts = prompt_tokens_from_view(view_from_tokenizer(engine_input["prompt_token_ids"],
                                                          renderer.get_tokenizer(), "server"))
     assert counts.audio == 38 + 2 and counts.image == counts.video == 0
+
+
+def test_a_finished_reply_carries_the_request_as_sent_in_three_forms(served):
+    from dataclasses import replace
+
+    from dots3_demo.engine import wire
+
+    reply, image = served
+    turn = TurnRequest(session_id="t", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": f"file://{image}"}}, {"type": "text", "text": "What ```<b>```?"}]}])
+    request = wire.chat_request(turn, "dots3", endpoint="http://gpu-1:8000/v1")
+    done = replace(reply, answer=replace(reply.answer, stats=replace(reply.stats, request=request)))
+    line = chat_views.figures_md(done, ())
+    fold = line[line.index('<details class="d3-request">'):]
+    assert "sent to `http://gpu-1:8000/v1`" in fold
+    for form, language in ((wire.as_curl, "bash"), (wire.as_python, "python"), (wire.as_json, "json")):
+        assert wire.fence(form(request), language) in fold  # each whole, in a block of its own (a copy button)
+    from dots3_demo.workbench.request_fold import without_request
+
+    hint = "  \n**The model called a tool**"  # the chat adds its hint after the figures
+    assert without_request(line + hint) == line[:line.index('\n\n<details class="d3-request">')] + hint
+    streaming = replace(done, state="streaming")
+    assert "d3-request" not in chat_views.figures_md(streaming, ())  # written once, when the reply has ended
