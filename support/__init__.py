@@ -5,6 +5,7 @@
 * :mod:`support.media_factory` — synthetic video, audio and images (PyAV / PIL / numpy, no downloads);
 * :mod:`support.uploads` — uploads run the way the page's events run them (``handlers.inspect_*``, then the
   status line, the shared views and the figures), returning what the page shows;
+* :mod:`support.live` — the app live in the test's own process, on a free loopback port;
 * :mod:`support.servers` — real vLLM processes (vLLM's CPU build in its own venv): ``app.py`` with an
   in-process engine and vLLM's own OpenAI server, on loopback.
 

@@ -8,20 +8,15 @@ from gradio import blocks as gradio_blocks
 from gradio.state_holder import SessionState
 
 from dots3_demo.serving.session_state import QuickSessions
+from support.live import live_app
 
 SEQ = 32768
 
 
 @pytest.fixture
 def live(profile):
-    from dots3_demo.ui import launch_app
-
-    demo = launch_app(profile, None, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True,
-                      inspect_workers=1)
-    try:
+    with live_app(profile, seq=SEQ, inspect_workers=1) as demo:
         yield demo
-    finally:
-        demo.close()
 
 
 def test_the_launched_studio_makes_new_sessions_without_re_reading_every_component(live, monkeypatch):

@@ -17,6 +17,7 @@ from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers
+from support.live import live_app
 
 SEQ = 8192
 CONTROLS = (SEQ, True, 0, 0, 1.0, "eval_ek")
@@ -67,14 +68,8 @@ def _timestamps(report) -> list[str]:
 # ---------------------------------------------------------------- two sessions at once, in the live app
 @pytest.fixture(scope="module")
 def live(profile):
-    from dots3_demo.ui import launch_app
-
-    demo = launch_app(profile, None, host="127.0.0.1", port=None, seq=SEQ, prevent_thread_lock=True, quiet=True,
-                      inspect_workers=2)
-    try:
+    with live_app(profile, seq=SEQ, inspect_workers=2) as demo:
         yield demo
-    finally:
-        demo.close()
 
 
 def test_two_sessions_inspect_at_once_and_each_gets_its_own_result(live, profile, clip_with_audio, clip_silent,
