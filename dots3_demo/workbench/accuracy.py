@@ -75,8 +75,10 @@ class Accuracy:
     cluster_key: str | None = None
 
 
-def estimate(values: Sequence[float], clusters: Sequence[str | None] | None = None) -> Estimate:
-    """The mean of ``values`` with its standard error and 95 % interval, clustered when ``clusters`` is given."""
+def estimate(values: Sequence[float], clusters: Sequence[str | None] | None = None,
+             bounds: tuple[float, float] = (0.0, 1.0)) -> Estimate:
+    """The mean of ``values`` with its standard error and 95 % interval (kept within ``bounds``: a score's [0, 1], a
+    paired difference's [-1, 1]), clustered when ``clusters`` is given."""
     n = len(values)
     if n == 0:
         raise ValueError("no values to estimate from")
@@ -94,7 +96,7 @@ def estimate(values: Sequence[float], clusters: Sequence[str | None] | None = No
         se2 += cross / n**2
         count = len(sums)
     se = math.sqrt(max(se2, 0.0))
-    return Estimate(n, mean, se, max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se), count)
+    return Estimate(n, mean, se, max(bounds[0], mean - Z95 * se), min(bounds[1], mean + Z95 * se), count)
 
 
 def accuracy(items: Sequence[Scored], cluster_key: str | None = None) -> Accuracy | None:
