@@ -8,6 +8,7 @@
 - ``cli.smoke``: ``python app.py smoke`` (its flags and the command; the test is ``dots3_demo.workbench.smoke``);
 - ``cli.eval``: ``python app.py eval SET.jsonl --out DIR`` (its flags and the command; the run is
   ``workbench.batch``);
+- ``cli.eval_compare``: ``python app.py eval-compare RUN_A RUN_B`` (two eval runs paired; ``workbench.paired``);
 - ``cli.parser``: what they share (vLLM's parser class, argparse ``type=`` functions).
 
 This package imports nothing itself; import the module of the command you need.
