@@ -10,18 +10,23 @@ discordant pairs (``scipy.stats.binomtest``). Scores between 0 and 1 (a judge, a
 the pairs not binary: the test is then left out and the paired interval is the answer.
 
 The cost side: the inspector's media tokens per item (the plans) and the engine's prompt tokens (what it
-counted), each run's mean and the difference over the paired items.
+counted), each run's mean and the difference over the paired items. ``comparison.html`` sets every changed item's
+two runs side by side, with the frames each gave the model drawn again (the inspector is deterministic: the file
+under the run's budget gives the run's frames, checked against its plan's timestamps).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from dots3_demo.budget import VideoSettings
+from dots3_demo.profiles import Profile
 from dots3_demo.workbench.accuracy import Estimate, estimate
 from dots3_demo.workbench.eval_results import EvalResult, plan_tokens
+from dots3_demo.workbench.report_html import Thumbnail
 
 Change = Literal["fixed", "broken", "same"]
 
@@ -92,7 +97,7 @@ class Paired:
         if self.difference is not None:
             rows.append(("B − A", difference_line(self.difference)))
         discordant = self.count("fixed") + self.count("broken")
-        rows.append(("McNemar's exact test", f"p = {self.mcnemar_p:.4g} ({discordant:,} discordant pairs)"
+        rows.append(("McNemar's exact test", f"p = {self.mcnemar_p:.4g} ({discordant:,} discordant pair(s))"
                      if self.mcnemar_p is not None else
                      "not applicable (a score between 0 and 1; the interval above is the answer)"))
         rows += [("media tokens (inspector) per item", cost_line(self.media_tokens)),
@@ -192,14 +197,59 @@ def comparison_json(paired: Paired, a: str, b: str) -> dict[str, object]:
     }
 
 
-def _side_html(result: EvalResult, label: str) -> str:
+def budget_of(result: EvalResult) -> VideoSettings:
+    """The video budget a result ran with (its ``budget``: the request's ``mm_processor_kwargs``)."""
+    b = result.budget or {}
+    defaults = VideoSettings()
+    return VideoSettings(seq=int(b.get("seq", defaults.seq)), output_reserve=b.get("output_reserve"),
+                         max_new_tokens=int(b.get("max_new_tokens", 0)),
+                         audio_cap=float(b.get("audio_cap", defaults.audio_cap)),
+                         k_mode=str(b.get("k_mode", defaults.k_mode)), question=str(b.get("video_question", "")))
+
+
+def _timestamps(plan: Mapping[str, Any]) -> list[Any]:
+    video = plan.get("video")
+    frames = video.get("frames") if isinstance(video, dict) else None
+    return [f.get("timestamp") for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+
+
+def draw_frames(result: EvalResult, profile: Profile) -> tuple[tuple[tuple[Thumbnail, ...], ...], tuple[str, ...]]:
+    """What the model saw in ``result``, drawn again: each media file of its plan inspected under the budget it ran
+    with (the inspector is deterministic), one tuple of thumbnails per file; and a note per file that could not be
+    drawn as planned (not found here, or frames other than the run's: another file or profile)."""
+    from dots3_demo.inspection.plan import plan_file
+    from dots3_demo.workbench.report_html import report_thumbnails
+
+    thumbs: list[tuple[Thumbnail, ...]] = []
+    notes: list[str] = []
+    for item in result.plan:
+        path = item.get("file")
+        if not isinstance(path, str) or "error" in item:
+            thumbs.append(())
+            continue
+        planned = plan_file(path, profile, budget_of(result))
+        if planned.report is None:
+            thumbs.append(())
+            notes.append(f"{path}: not drawn ({planned.item.get('error', 'not found here')})")
+            continue
+        if _timestamps(planned.item) != _timestamps(item):
+            notes.append(f"{path}: the frames drawn here are not the ones the run planned (another file or "
+                         f"profile: use the run's --model)")
+        thumbs.append(report_thumbnails(planned.report, path.rsplit("/", 1)[-1]))
+    return tuple(thumbs), tuple(notes)
+
+
+def _side_html(result: EvalResult, label: str, profile: Profile | None) -> str:
     from dots3_demo.workbench import report_html as rh
 
     parts = [f"<h4>{rh.esc(label)}: score {result.score.value if result.score else 0.0:g}</h4>"]
     if result.budget:
         parts.append(f'<div class="d3r-note">budget: {rh.esc(", ".join(f"{k} {v}" for k, v in result.budget.items()))}'
                      "</div>")
-    parts += [rh.media_html(str(item.get("file", f"media {i + 1}")), item) for i, item in enumerate(result.plan)]
+    thumbs, notes = draw_frames(result, profile) if profile is not None else ((), ())
+    parts += [rh.banner_html(note) for note in notes]
+    parts += [rh.media_html(str(item.get("file", f"media {i + 1}")), item, thumbs[i] if i < len(thumbs) else ())
+              for i, item in enumerate(result.plan)]
     if result.answer is not None:
         parts.append(rh.answer_html(result.answer, title="answer"))
     if result.score is not None:
@@ -207,9 +257,10 @@ def _side_html(result: EvalResult, label: str) -> str:
     return f"<div>{''.join(parts)}</div>"
 
 
-def comparison_html(paired: Paired, a: str, b: str) -> str:
-    """``comparison.html``: one page, no script: the summary, then every changed item with both runs' plans
-    (the frames' timestamps and tokens each run planned) and answers side by side."""
+def comparison_html(paired: Paired, a: str, b: str, profile: Profile | None = None) -> str:
+    """``comparison.html``: one page, no script: the summary, then every changed item with both runs' plans and
+    answers side by side, with the frames each run gave the model drawn again (``profile``: the checkpoint's
+    geometry; None: the plans' figures only)."""
     from dots3_demo.workbench import report_html as rh
 
     summary = rh.facts_html([("run A", a), ("run B", b), *paired.rows()])
@@ -217,7 +268,8 @@ def comparison_html(paired: Paired, a: str, b: str) -> str:
     items = "".join(
         f'<div class="d3r-turn" id="item-{rh.esc(p.key)}"><h3>{rh.esc(p.key)} '
         f'<span class="{"d3r-ok" if p.change == "fixed" else "d3r-bad"}">{p.change}</span></h3>'
-        f'<div class="d3r-cols">{_side_html(p.a, "A")}{_side_html(p.b, "B")}</div></div>' for p in changed)
+        f'<div class="d3r-cols">{_side_html(p.a, "A", profile)}{_side_html(p.b, "B", profile)}</div></div>'
+        for p in changed)
     body = rh.section_html("Summary", summary, anchor="summary")
     body += rh.section_html(f"Changed items ({len(changed):,})", items or "<p>none: every paired item scored the "
                             "same in both runs</p>", anchor="changed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import app
 from dots3_demo.core.records import Answer
 from dots3_demo.engine.protocol import PromptTokens, TurnStats
 from dots3_demo.workbench.eval_results import RESULTS_NAME, EvalResult, ResultsFile
-from dots3_demo.workbench.paired import compare_runs
+from dots3_demo.workbench.paired import compare_runs, comparison_html
 from dots3_demo.workbench.scoring import Score
 
 A_SCORES = [1, 1, 0, 0, 1, 0, 1, 0]
@@ -106,3 +107,28 @@ def test_the_command_prints_and_writes_the_comparison(tmp_path, capsys):
 def test_a_folder_without_results_is_refused(tmp_path, capsys):
     assert app.main(["eval-compare", str(tmp_path), str(tmp_path)]) == 2
     assert "is not a file" in capsys.readouterr().err
+
+
+def test_the_page_draws_the_frames_each_run_gave_the_model(tmp_path, profile):
+    """Run A planned the example clip with seq 32,768, run B with seq 1,024 (fewer frames); the changed item
+    shows each run's own frames, drawn again from the file under that run's budget, captioned with the planned
+    timestamps."""
+    from dots3_demo.budget import VideoSettings
+    from dots3_demo.inspection.plan import plan_file
+
+    clip = Path(__file__).resolve().parents[2] / "assets" / "examples" / "room_clip.mp4"
+    sides = []
+    for value, seq in ((0, 32768), (1, 1024)):
+        budget = VideoSettings(seq=seq, max_new_tokens=64)
+        plan = plan_file(clip, profile, budget).item
+        result = replace(_result("q1", 1, value), plan=(plan,), budget=budget.mm_processor_kwargs())
+        sides.append((result, [f["timestamp"] for f in plan["video"]["frames"]]))
+    (a, frames_a), (b, frames_b) = sides
+    assert len(frames_b) < len(frames_a)  # the two budgets gave the model different frames
+    paired = compare_runs([a], [b])
+    page = comparison_html(paired, "A", "B", profile)
+    side_a, side_b = page.split('<div class="d3r-cols">', 1)[1].split("<h4>B: ", 1)
+    for side, frames in ((side_a, frames_a), (side_b, frames_b)):
+        assert side.count("<img ") == len(frames)
+        assert all(f"<figcaption>{t}" in side for t in frames), frames
+    assert "not the ones the run planned" not in page
