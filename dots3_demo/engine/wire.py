@@ -43,10 +43,11 @@ def as_json(request: ChatRequest) -> str:
     """The body as JSON text (``POST {base_url}/chat/completions``)."""
     return json.dumps(request.body(), indent=2, ensure_ascii=False)
 
+
 def as_curl(request: ChatRequest) -> str:
     """A shell command that sends the body (a quoted here-document: nothing in it is expanded)."""
     return "\n".join([
-        *_where_lines(request, "#"),
+        *_where_lines(request),
         f"curl -sS {request.base_url}/chat/completions \\",
         "  -H 'Content-Type: application/json' -H \"Authorization: Bearer ${OPENAI_API_KEY:-EMPTY}\" \\",
         "  -d @- <<'REQUEST_JSON'",
@@ -54,11 +55,12 @@ def as_curl(request: ChatRequest) -> str:
         "REQUEST_JSON",
     ])
 
+
 def as_python(request: ChatRequest) -> str:
     """A Python script that sends the request with the ``openai`` client and prints the answer."""
     imports = ["base64", "mimetypes", "os", "urllib.parse", "urllib.request"] if request.media else ["os"]
     lines = ['"""The request as the studio sent it (the answer carries prompt_token_ids and prompt_text)."""',
-             *_where_lines(request, "#"), *(f"import {name}" for name in imports), "",
+             *_where_lines(request), *(f"import {name}" for name in imports), "",
              "from openai import OpenAI", "", ""]
     if request.media:
         lines += [
@@ -96,17 +98,17 @@ def _assign(prefix: str, value: Any) -> str:
     return prefix + text.replace("\n", "\n" + " " * len(prefix))
 
 
-def _where_lines(request: ChatRequest, comment: str) -> list[str]:
-    """Comment lines: where the request goes, and what its local media need."""
+def _where_lines(request: ChatRequest) -> list[str]:
+    """Comment lines (shell and Python alike): where the request goes, and what its local media need."""
     if request.endpoint:
-        lines = [f"{comment} Sent to the server at {request.endpoint} (the studio's remote mode streamed it)."]
+        lines = [f"# Sent to the server at {request.endpoint} (the studio's remote mode streamed it)."]
     else:
-        lines = [f"{comment} Made in-process; a server of the same model gets the same prompt:",
-                 f"{comment}   vllm serve {request.model} {SERVE_FLAGS}"]
+        lines = ["# Made in-process; a server of the same model gets the same prompt:",
+                 f"#   vllm serve {request.model} {SERVE_FLAGS}"]
     files = [m for m in request.media if m.size is not None]
     if files:
         total = sum(m.size or 0 for m in files)
-        lines.append(f"{comment} {len(files)} local media file(s), {total:,} bytes, as file:// URLs; the JSON needs a "
+        lines.append(f"# {len(files)} local media file(s), {total:,} bytes, as file:// URLs; the JSON needs a "
                      f"server started with --allowed-local-media-path (the Python form sends them inline).")
     return lines
 

@@ -22,4 +22,3 @@ def flags_md(view: PromptView | None) -> str:
     if view is None:
         return ""
     return "".join(f"  \n⚠ {views.esc(flag)}" for flag in view.flags)
-

@@ -37,11 +37,14 @@ class Estimate:
     high: float | None
     clusters: int | None = None
 
-    def line(self) -> str:
-        interval = f"[{self.low:.1%}, {self.high:.1%}]" if self.low is not None and self.high is not None else "[—]"
+    def line(self, *, signed: bool = False) -> str:
+        """``50.0% 95% CI [13.0%, 87.0%] (SE 0.189, n=8)``; ``signed``: a difference (``+25.0% … [-24.0%, +74.0%]``)."""
+        pct = "+.1%" if signed else ".1%"
+        interval = (f"[{self.low:{pct}}, {self.high:{pct}}]" if self.low is not None and self.high is not None
+                    else "[—]")
         se = f"SE {self.se:.3f}" if self.se is not None else "SE —"
         clustered = f", {self.clusters} clusters" if self.clusters is not None else ""
-        return f"{self.mean:.1%} 95% CI {interval} ({se}, n={self.n}{clustered})"
+        return f"{self.mean:{pct}} 95% CI {interval} ({se}, n={self.n}{clustered})"
 
 
 @dataclass(frozen=True)

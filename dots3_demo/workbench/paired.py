@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dots3_demo.budget import VideoSettings
+from dots3_demo.inspection.plan import plan_file
 from dots3_demo.profiles import Profile
+from dots3_demo.workbench import report_html as rh
 from dots3_demo.workbench.accuracy import Estimate, estimate
 from dots3_demo.workbench.eval_results import EvalResult, plan_tokens
-from dots3_demo.workbench.report_html import Thumbnail
+from dots3_demo.workbench.report_html import Thumbnail, report_thumbnails
 
 Change = Literal["fixed", "broken", "same"]
 
@@ -95,7 +97,7 @@ class Paired:
         if self.accuracy_a is not None and self.accuracy_b is not None:
             rows += [("A", self.accuracy_a.line()), ("B", self.accuracy_b.line())]
         if self.difference is not None:
-            rows.append(("B − A", difference_line(self.difference)))
+            rows.append(("B − A", self.difference.line(signed=True)))
         discordant = self.count("fixed") + self.count("broken")
         rows.append(("McNemar's exact test", f"p = {self.mcnemar_p:.4g} ({discordant:,} discordant pair(s))"
                      if self.mcnemar_p is not None else
@@ -107,13 +109,6 @@ class Paired:
     def lines(self) -> list[str]:
         """The comparison in words, as the command prints it."""
         return [f"{label}: {value}" for label, value in self.rows()]
-
-
-def difference_line(d: Estimate) -> str:
-    interval = f"[{d.low:+.1%}, {d.high:+.1%}]" if d.low is not None and d.high is not None else "[—]"
-    se = f"SE {d.se:.3f}" if d.se is not None else "SE —"
-    clustered = f", {d.clusters} clusters" if d.clusters is not None else ""
-    return f"{d.mean:+.1%} 95% CI {interval} ({se}, n={d.n}{clustered})"
 
 
 def cost_line(cost: Cost) -> str:
@@ -217,9 +212,6 @@ def draw_frames(result: EvalResult, profile: Profile) -> tuple[tuple[tuple[Thumb
     """What the model saw in ``result``, drawn again: each media file of its plan inspected under the budget it ran
     with (the inspector is deterministic), one tuple of thumbnails per file; and a note per file that could not be
     drawn as planned (not found here, or frames other than the run's: another file or profile)."""
-    from dots3_demo.inspection.plan import plan_file
-    from dots3_demo.workbench.report_html import report_thumbnails
-
     thumbs: list[tuple[Thumbnail, ...]] = []
     notes: list[str] = []
     for item in result.plan:
@@ -240,8 +232,6 @@ def draw_frames(result: EvalResult, profile: Profile) -> tuple[tuple[tuple[Thumb
 
 
 def _side_html(result: EvalResult, label: str, profile: Profile | None) -> str:
-    from dots3_demo.workbench import report_html as rh
-
     parts = [f"<h4>{rh.esc(label)}: score {result.score.value if result.score else 0.0:g}</h4>"]
     if result.budget:
         parts.append(f'<div class="d3r-note">budget: {rh.esc(", ".join(f"{k} {v}" for k, v in result.budget.items()))}'
@@ -261,8 +251,6 @@ def comparison_html(paired: Paired, a: str, b: str, profile: Profile | None = No
     """``comparison.html``: one page, no script: the summary, then every changed item with both runs' plans and
     answers side by side, with the frames each run gave the model drawn again (``profile``: the checkpoint's
     geometry; None: the plans' figures only)."""
-    from dots3_demo.workbench import report_html as rh
-
     summary = rh.facts_html([("run A", a), ("run B", b), *paired.rows()])
     changed = [p for p in paired.pairs if p.change != "same"]
     items = "".join(

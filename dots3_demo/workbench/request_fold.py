@@ -6,12 +6,11 @@ the conversation)."""
 
 from __future__ import annotations
 
-import html
 import re
 
-from dots3_demo.core.text import show_controls
 from dots3_demo.engine import wire
 from dots3_demo.engine.protocol import ChatRequest
+from dots3_demo.workbench.report_html import esc
 
 FORMS = (("curl", "bash", wire.as_curl), ("Python (openai client)", "python", wire.as_python),
          ("JSON body", "json", wire.as_json))
@@ -22,16 +21,12 @@ _CLOSE = "\n\n</details>\n"
 _FOLD = re.compile(re.escape(_OPEN) + ".*?" + re.escape(_CLOSE), re.S)
 
 
-def _esc(text: str) -> str:
-    return html.escape(show_controls(text), quote=True)
-
-
 def request_md(request: ChatRequest | None) -> str:
     """The fold ("" without a request)."""
     if request is None:
         return ""
-    where = (f"sent to `{_esc(request.endpoint)}`" if request.endpoint else
-             f"made in-process: a `vllm serve` of `{_esc(request.model)}` gets the same prompt")
+    where = (f"sent to `{esc(request.endpoint)}`" if request.endpoint else
+             f"made in-process: a `vllm serve` of `{esc(request.model)}` gets the same prompt")
     blocks = "\n\n".join(f"**{label}**\n\n{wire.fence(form(request), language)}" for label, language, form in FORMS)
     return (f'{_OPEN}<summary title="curl · Python · JSON, each with a copy button">the request as sent</summary>'
             f"\n\n{where}\n\n{blocks}{_CLOSE}")
