@@ -186,6 +186,11 @@ def chat_request(turn: TurnRequest, model: str, *, mm_kwargs: bool = True, endpo
     if settings.top_k and settings.top_k > 0:
         extra["top_k"] = settings.top_k
     messages, media = _copied_messages(turn.messages)
-    return ChatRequest(model=model, messages_json=json.dumps(messages, ensure_ascii=False),
-                       params_json=json.dumps(params, ensure_ascii=False),
-                       extra_json=json.dumps(extra, ensure_ascii=False), media=media, endpoint=endpoint)
+    return ChatRequest(model=model, messages_json=_json(messages), params_json=_json(params), extra_json=_json(extra),
+                       media=media, endpoint=endpoint)
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text; what JSON cannot hold (an ``image_pil`` part's PIL image, which the in-process
+    engine takes) is named rather than failing the turn."""
+    return json.dumps(value, ensure_ascii=False, default=lambda o: f"<{type(o).__name__} in memory: not copyable>")

@@ -108,3 +108,14 @@ def test_a_fence_outlasts_any_backticks_inside():
     block = wire.fence("a ```` b", "json")
     assert block.startswith("`````json\n") and block.endswith("\n`````")
     assert re.fullmatch(r"```python\nx\n```", wire.fence("x", "python"))
+
+
+def test_an_in_memory_image_is_named_not_fatal():
+    """The in-process engine takes ``image_pil`` parts (a PIL image, no file): building the request must not fail
+    the turn; the copy names what it cannot hold."""
+    from PIL import Image
+
+    turn = _turn(messages=[{"role": "user", "content": [{"type": "image_pil", "image_pil": Image.new("RGB", (4, 4))},
+                                                        {"type": "text", "text": "hi"}]}])
+    part = wire.chat_request(turn, "m").body()["messages"][0]["content"][0]
+    assert part == {"type": "image_pil", "image_pil": "<Image in memory: not copyable>"}
