@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # inspector answer meanwhile), not on the first message.
     with stop:
         launch_app(profile, engine=engine, host=args.host, port=args.port, seq=seq, limits=limits_from_args(args),
-                   closed_session_ttl=args.closed_session_ttl, start_engine=True, inspect_workers=args.inspect_workers)
+                   closed_session_ttl=args.closed_session_ttl, start_engine=True, inspect_workers=args.inspect_workers,
+                   freeze_heap=True)
     return stop.exit_status
 
 

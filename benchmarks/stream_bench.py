@@ -132,7 +132,7 @@ def serve(port: int, capacity: int) -> None:
     llm = _rate_llm_class()([], max_num_seqs=capacity)
     engine = InProcessEngine(Args(), engine_factory=lambda args: llm)
     demo = launch_app(load_profile(), engine, host="127.0.0.1", port=port, seq=32768,
-                      prevent_thread_lock=True, quiet=True)
+                      prevent_thread_lock=True, quiet=True, freeze_heap=True)  # as app.py launches it
     print(f"READY {demo.local_url}", flush=True)
     try:
         sys.stdin.read()  # until the parent closes our stdin

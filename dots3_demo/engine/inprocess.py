@@ -32,6 +32,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
+from dots3_demo import vllm_compat
 from dots3_demo.engine import enginelog
 from dots3_demo.engine.media import prepare_messages
 from dots3_demo.engine.promptview import view_from_tokenizer
@@ -241,6 +242,8 @@ class InProcessEngine:
             if not isinstance(exc, Exception):
                 raise
             return
+        if self._factory is None:  # vLLM's own engine: what its start made joins the frozen heap (vLLM's server
+            vllm_compat.freeze_gc_heap()  # does the same once started); a test's double leaves the heap alone
         self._status = EngineStatus("ready", "ready", since=time.monotonic())
 
     @staticmethod

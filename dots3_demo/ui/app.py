@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from dots3_demo import ffmpeg
+from dots3_demo import ffmpeg, vllm_compat
 from dots3_demo.core.pacing import StreamPacer
 from dots3_demo.core.state import initial_state
 from dots3_demo.engine.protocol import ChatEngine
@@ -300,7 +300,8 @@ def launch_options(limits: UploadLimits = UploadLimits()) -> dict[str, Any]:
 def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str = "127.0.0.1", port: int | None = 7860,
                seq: int, limits: UploadLimits = UploadLimits(),
                closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S, start_engine: bool = False,
-               inspect_workers: int | None = None, **launch_kwargs: Any) -> gr.Blocks | tuple[Any, str, str]:
+               inspect_workers: int | None = None, freeze_heap: bool = False,
+               **launch_kwargs: Any) -> gr.Blocks | tuple[Any, str, str]:
     """Build the studio and serve it (blocks unless ``prevent_thread_lock=True`` is passed).
 
     ``limits``: what uploads may be (Gradio enforces the file size, the handlers the rest);
@@ -308,7 +309,9 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
     ``inspect_workers``: uploads inspected at once (``--inspect-workers``; default: one per core,
     bounded by memory), and Pillow keeps freed image buffers for them (``keep_image_blocks``);
     ``start_engine``: begin loading the engine as the server starts (it loads in the background while
-    the page, the probes and the inspector answer), rather than on the first message or probe.
+    the page, the probes and the inspector answer), rather than on the first message or probe;
+    ``freeze_heap``: once the server runs, freeze the start-up heap with vLLM's ``freeze_gc_heap``, as vLLM's
+    server does (``app.py`` does; tests leave it off: their process outlives many apps).
     glibc's allocator is tuned first, before the server's threads exist, and trimmed every 30 s from
     then on (``dots3_demo.serving.memory``)."""
     tune_allocator()
@@ -327,6 +330,8 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
     blocking = not launch_kwargs.get("prevent_thread_lock")
     result = demo.launch(**{**options, "prevent_thread_lock": True})
     session_state.install(demo)  # a new session's state is copied, not re-read: first requests at once start at once
+    if freeze_heap:  # what start-up made is out of the collector's reach, as in vLLM's own server
+        vllm_compat.freeze_gc_heap()
     if blocking:
         demo.block_thread()
     return result if blocking else demo

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from gradio import blocks as gradio_blocks
 from gradio.state_holder import SessionState
@@ -52,3 +54,62 @@ def test_sessions_do_not_share_their_state(live):
     one[state_block]
     assert state_block in one.state_data and state_block not in two.state_data
     assert holder["one"] is one
+
+
+def test_a_new_session_copies_only_the_entries_it_reads(live):
+    holder = live.state_holder
+    state = holder["reader"]
+    template = holder.fresh().config_values
+    key = next(k for k, v in template.items() if "props" in v)
+    first = state.config_values[key]
+    assert state.config_values[key] is first  # copied once, then the session's own
+    first["props"]["value"] = "changed in place, as Gradio does"
+    for other in (holder["other"].config_values, holder.fresh().config_values):
+        assert other[key]["props"].get("value") != "changed in place, as Gradio does"
+        assert dict(other.items())[key]["props"].get("value") != "changed in place, as Gradio does"
+    # what values() and items() hand out is the session's own too (the deep link reads them)
+    for entry in holder["third"].config_values.values():
+        if "props" in entry:
+            entry["props"]["value"] = "third's"
+    assert all(v["props"].get("value") != "third's" for v in holder.fresh().config_values.values() if "props" in v)
+
+
+FROZEN_CHILD = """
+import gc, sys
+from dots3_demo.profiles import load_profile
+from dots3_demo.ui import launch_app
+demo = launch_app(load_profile(), None, host="127.0.0.1", port=None, seq=8192, prevent_thread_lock=True, quiet=True,
+                  freeze_heap=sys.argv[1] == "1")
+print("FROZEN", gc.get_freeze_count(), flush=True)
+demo.close()
+"""
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_served_studio_freezes_its_start_up_heap_as_vllms_server_does(freeze, tmp_path):
+    """``app.py`` launches with ``freeze_heap=True``: the ~900,000 objects of start-up are out of the collector's
+    reach, so no full collection holds the event loop for ~0.5 s while replies stream."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", FROZEN_CHILD, "1" if freeze else "0"], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env=env)
+    frozen = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("FROZEN")]
+    assert frozen, done.stderr[-2000:]
+    assert (frozen[0] > 100_000) if freeze else (frozen[0] == 0)
+
+
+def test_app_py_launches_with_the_heap_frozen(monkeypatch):
+    import app as app_module
+
+    seen = {}
+
+    def launch(*args, **kwargs):
+        seen.update(kwargs)
+
+    monkeypatch.setattr("dots3_demo.ui.launch_app", launch)
+    assert app_module.main(["--port", "0"]) == 0
+    assert seen.get("freeze_heap") is True
