@@ -11,6 +11,7 @@ Run commands::
     python app.py eval assets/eval/set.jsonl --out /tmp/run   # batch evaluation, preview: the plans only
     python app.py eval SET.jsonl --out DIR --model DIR --engine inprocess   # … answered (or --endpoint URL)
     python app.py eval-compare RUN_A RUN_B --out DIR          # two eval runs paired: fixed, broken, the difference
+    python app.py eval-import videomme test.parquet --out SET.jsonl --media-root videos/   # benchmark items as a set
     python app.py --help
     DOTS3_STUDIO_ARGS="--endpoint http://gpu-host:8000/v1" python app.py   # flags from the environment
 
@@ -65,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dots3_demo.cli.eval_compare import main_eval_compare
 
         return main_eval_compare(argv[1:])
+    if argv and argv[0] == "eval-import":
+        from dots3_demo.cli.eval_import import main_eval_import
+
+        return main_eval_import(argv[1:])
     args = parse_args(argv)
     from dots3_demo.cli.engine import build_engine
     from dots3_demo.profiles import ProfileError, load_profile
