@@ -181,7 +181,7 @@ class EvalResult:
                 answer = Answer(text=data["answer"], reasoning=data.get("reasoning") or "", tool_calls=calls,
                                 finish_reason=data.get("finish_reason"), stats=stats, error=data.get("error") or "")
             item_id = data["id"]
-            sampling = SamplingSettings(**data["sampling"]) if data.get("sampling") else None
+            sampling = codec.from_json(SamplingSettings, data["sampling"], "sampling") if data.get("sampling") else None
             checks = tuple(Check(str(c["expect"]), c["found"]) for c in data["checks"])
             score = Score.from_json(data["score"]) if data.get("score") else None
             if "score" not in data and answer is not None and data["error"] is None:

@@ -20,7 +20,8 @@ Keys of a line::
     seq, output_reserve, max_new_tokens, audio_cap, k_mode
                     the video budget (optional; the command line's defaults otherwise)
     sampling        object of vLLM sampling parameters (optional): temperature, top_p, top_k, max_tokens,
-                    seed, repetition_penalty
+                    seed, repetition_penalty, structured_outputs ({"choice": [strings]}: the reply is one of
+                    them, forced by vLLM's structured outputs)
     tools           list of OpenAI function schemas (optional)
     tags            list of strings (optional): free-form labels, carried into the results and the report; the
                     summary gives the accuracy per tag
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from dots3_demo.budget import K_MODES, VideoSettings
-from dots3_demo.engine.protocol import SamplingSettings
+from dots3_demo.engine.protocol import SamplingSettings, StructuredOutputs
 from dots3_demo.errors import InspectionError
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.tools import ToolSchemaError, validate_tools
@@ -325,13 +326,29 @@ def _sampling(data: dict[str, Any], base: SamplingSettings) -> SamplingSettings:
                            f"(known: {', '.join(SAMPLING_KEYS)})")
     values: dict[str, Any] = {}
     for key, value in given.items():
-        if key == "seed" and value is None:
+        if key == "structured_outputs":
+            values[key] = _structured_outputs(value)
+        elif key == "seed" and value is None:
             values[key] = None
         elif key in ("top_k", "max_tokens", "seed"):
             values[key] = _integer(value, f"sampling.{key}")
         else:
             values[key] = _number(value, f"sampling.{key}")
     return dataclasses.replace(base, **values)
+
+
+def _structured_outputs(value: Any) -> StructuredOutputs | None:
+    """``sampling.structured_outputs`` as vLLM's request field spells it; ``choice`` is the kind taken here."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or list(value) != ["choice"]:
+        raise _LineProblem('sampling.structured_outputs must be {"choice": [strings]} (the reply is one of them), '
+                           f"got {_shown(value)}")
+    choice = value["choice"]
+    if not isinstance(choice, list) or not choice or not all(isinstance(c, str) and c for c in choice):
+        raise _LineProblem("sampling.structured_outputs.choice must be a list of non-empty strings, got "
+                           f"{_shown(choice)}")
+    return StructuredOutputs(tuple(choice))
 
 
 def _video(data: dict[str, Any], defaults: SetDefaults, sampling: SamplingSettings) -> VideoSettings:
