@@ -5,12 +5,14 @@ and the page loads nothing else; a preview sweep of the example clip shows the c
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from PIL import Image, ImageChops, ImageStat
 
 from dots3_demo.core.records import Answer
 from dots3_demo.engine.protocol import PromptTokens, TurnStats
@@ -33,8 +35,25 @@ def scored(key: str, value: float, tokens: int, tag: str) -> EvalResult:
                       answer=Answer(text="B", stats=stats), score=Score(value, "why", "choice", extracted="B"))
 
 
+def drawn(img) -> bool:
+    """Whether Chromium drew the ``data:`` PNG of ``img`` whole: its screenshot on the page holds the PNG's pixels (the
+    element's box may start between two pixels: its screenshot is then a pixel taller or wider)."""
+    try:
+        expected = Image.open(io.BytesIO(base64.b64decode(img.get_attribute("src").split(",", 1)[1])))
+        expected = expected.convert("RGB")
+    except (OSError, ValueError):
+        return False  # not a whole PNG
+    shown = Image.open(io.BytesIO(img.screenshot())).convert("RGB")
+    width, height = expected.size
+    if not (0 <= shown.width - width <= 1 and 0 <= shown.height - height <= 1):
+        return False
+    return any(max(ImageStat.Stat(ImageChops.difference(shown.crop((x, y, x + width, y + height)), expected)).mean)
+               < 1 for x in range(shown.width - width + 1) for y in range(shown.height - height + 1))
+
+
 def open_page(chromium, path: Path, shot: Path) -> tuple[list, str, list[list[str]], list[str]]:
-    """(each image's [complete, natural width, alt], the page's text, the first table's rows, the requests made)."""
+    """(each image's [drawn as its PNG, natural width, alt], the page's text, the values' table rows, the requests
+    made). Drawn: Chromium's screenshot of the image on the page has the PNG's size and pixels."""
     context = chromium.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     requests: list[str] = []
@@ -42,7 +61,8 @@ def open_page(chromium, path: Path, shot: Path) -> tuple[list, str, list[list[st
     try:
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
-        images = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt])")
+        images = [[drawn(img), img.evaluate("i => i.naturalWidth"), img.get_attribute("alt")]
+                  for img in page.locator("img").all()]
         text = page.inner_text("body")
         table = page.evaluate("Array.from(document.querySelector('#values table.d3r-table:nth-of-type(2)')"
                               ".querySelectorAll('tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))")
