@@ -10,6 +10,7 @@ Run commands::
     python app.py smoke [--model DIR] [engine flags]         # GPU smoke test: engine vs inspector counts
     python app.py eval assets/eval/set.jsonl --out /tmp/run   # batch evaluation, preview: the plans only
     python app.py eval SET.jsonl --out DIR --model DIR --engine inprocess   # … answered (or --endpoint URL)
+    python app.py eval SET.jsonl --out DIR --sweep seq=4096,8192   # … per value: accuracy against media tokens
     python app.py eval-compare RUN_A RUN_B --out DIR          # two eval runs paired: fixed, broken, the difference
     python app.py eval-import videomme test.parquet --out SET.jsonl --media-root videos/   # benchmark items as a set
     python app.py --help

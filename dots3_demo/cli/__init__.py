@@ -6,8 +6,8 @@
   (the studio's and ``smoke``'s);
 - ``cli.inspect``: ``python app.py inspect FILE... --json`` (its flags and the command);
 - ``cli.smoke``: ``python app.py smoke`` (its flags and the command; the test is ``dots3_demo.workbench.smoke``);
-- ``cli.eval``: ``python app.py eval SET.jsonl --out DIR`` (its flags and the command; the run is
-  ``workbench.batch``);
+- ``cli.eval``: ``python app.py eval SET.jsonl --out DIR [--sweep NAME=V1,V2,...]`` (its flags and the command; the
+  run is ``workbench.batch``, a sweep ``workbench.sweep``);
 - ``cli.eval_compare``: ``python app.py eval-compare RUN_A RUN_B`` (two eval runs paired; ``workbench.paired``);
 - ``cli.eval_import``: ``python app.py eval-import BENCHMARK ITEMS --out SET.jsonl`` (Video-MME, MVBench,
   LongVideoBench items as a set; ``workbench.importers``);

@@ -1,8 +1,9 @@
 """``python app.py eval SET.jsonl --out DIR [--model DIR] [engine flags | --endpoint URL]``: batch evaluation.
 
-The flags are the command's own (``--out``, the default video budget, ``--inspect-workers``) and every vLLM
-engine flag (``cli.engine``, as for the studio); the run is ``workbench.batch``. Without ``--engine inprocess``
-or ``--endpoint`` it runs in preview mode: the plans only, ``answer: null``.
+The flags are the command's own (``--out``, the default video budget, ``--inspect-workers``, ``--sweep``) and every
+vLLM engine flag (``cli.engine``, as for the studio); the run is ``workbench.batch``, a sweep (one run per value of a
+setting, on one engine) ``workbench.sweep``. Without ``--engine inprocess`` or ``--endpoint`` it runs in preview mode:
+the plans only, ``answer: null``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dots3_demo.budget import DEFAULT_SEQ, K_MODES
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from dots3_demo.engine.protocol import ChatEngine
     from dots3_demo.workbench.batch import Progress
     from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
+    from dots3_demo.workbench.sweep import Sweep, SweepRun
 
 DESCRIPTION = (
     "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
@@ -44,7 +46,13 @@ DESCRIPTION = (
     "Requests run in parallel up to the engine's capacity (--max-num-seqs in-process). A rerun with the same "
     "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
     "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
-    "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an item scored "
+    "gets the summary only (vLLM's log lines go to stderr). "
+    "--sweep NAME=V1,V2,... runs the set once per value of one budget setting (seq, output_reserve, max_new_tokens, "
+    "audio_cap, k_mode) or sampling setting (temperature, top_p, top_k, seed, repetition_penalty), every item taking "
+    "the value in place of its own, each value an ordinary run into DIR/NAME=VALUE/ (resumable), on one engine; "
+    "then DIR/sweep.json and DIR/sweep.html: per value the accuracy with its 95 percent interval against the media "
+    "tokens per item, overall and per tag and metadata value (in preview: the media tokens and frames alone). "
+    "Exit status: 0 every item ran, 1 an item scored "
     "below 1 (an expect string was not found), 2 an item had an error (or the command could not run), 130 interrupted."
 )
 
@@ -71,6 +79,11 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     group.add_argument("--k-mode", default="eval_ek", choices=K_MODES, help="audio/frame interleaving")
     group.add_argument("--inspect-workers", type=count, default=default_workers(), metavar="N",
                        help="how many items are planned at once (default: one per usable core, as the studio)")
+    group.add_argument("--sweep", default=None, metavar="NAME=V1,V2,...",
+                       help="run the set once per value of one setting, each into DIR/NAME=VALUE/, then DIR/sweep.json "
+                       "and DIR/sweep.html (accuracy against media tokens per item); NAME: seq, output_reserve, "
+                       "max_new_tokens, audio_cap, k_mode, temperature, top_p, top_k, seed or repetition_penalty; the "
+                       "value replaces an item's own setting (e.g. --sweep seq=4096,8192,16384)")
     group.add_argument("--replace-answers", action="store_true",
                        help="let this run's error for an id replace that id's earlier answer in --out (default: "
                        "the answer is kept, and the run says so)")
@@ -83,6 +96,17 @@ async def _run(settings: BatchSettings, engine: ChatEngine | None, progress: Pro
 
     try:
         return await evaluate(settings, engine, progress)
+    finally:
+        if engine is not None:
+            await engine.shutdown()
+
+
+async def _run_sweep(sweep: Sweep, settings: BatchSettings, engine: ChatEngine | None,
+                     progress: Progress) -> SweepRun:
+    from dots3_demo.workbench.sweep import run_sweep
+
+    try:
+        return await run_sweep(sweep, settings, engine, progress)
     finally:
         if engine is not None:
             await engine.shutdown()
@@ -162,6 +186,15 @@ def main_eval(argv: Sequence[str]) -> int:
     from dots3_demo.workbench.batch import Progress
     from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings
 
+    sweep = None
+    if ns.sweep is not None:
+        from dots3_demo.workbench.sweep import SweepProblem, parse_sweep
+
+        try:
+            sweep = parse_sweep(ns.sweep)
+        except SweepProblem as exc:
+            print(f"eval: --sweep: {exc}", file=sys.stderr)
+            return EXIT_ITEM_ERROR
     try:
         profile = load_profile(ns.model)
     except ProfileError as exc:
@@ -176,6 +209,8 @@ def main_eval(argv: Sequence[str]) -> int:
                              inspect_workers=ns.inspect_workers, replace_answers=ns.replace_answers,
                              argv=tuple(argv))
     progress = Progress(sys.stderr)
+    if sweep is not None:
+        return _main_sweep(ns, sweep, settings, progress)
     try:
         with stdout_to_stderr():
             engine = build_engine(ns)
@@ -195,3 +230,52 @@ def main_eval(argv: Sequence[str]) -> int:
     for line in summary_lines(run):
         print(line, flush=True)
     return run.summary.exit_status
+
+
+def sweep_lines(sweep: SweepRun) -> list[str]:
+    """What the terminal says at the end of a sweep: a line per value (``workbench.sweep.table_lines``) and where
+    the report is."""
+    from dots3_demo.workbench.sweep import table_lines
+
+    report = sweep.report
+    clustered = f", clustered by {report.cluster}" if report.cluster else ""
+    what = ("preview: the plans only, nothing answered" if report.preview
+            else f"accuracy over the items scored, 95% interval{clustered}")
+    return [
+        f"eval: sweep of {report.name} over {len(report.rows)} value(s) ({what}); {sweep.plans_made} media plan(s) "
+        f"made, {sweep.plans_reused} reused",
+        *(f"eval: {line}" for line in table_lines(report)),
+        f"eval: each value's run is in {sweep.json_path.parent}/{report.name}=VALUE/ · sweep report {sweep.json_path} "
+        f"· {sweep.html_path}",
+    ]
+
+
+def _main_sweep(ns: Any, sweep: Sweep, settings: BatchSettings, progress: Progress) -> int:
+    """``app.py eval --sweep``: every value's run on one engine, then the sweep's report; returns the exit status (the
+    worst of the values')."""
+    from dots3_demo.cli.engine import build_engine
+    from dots3_demo.engine.protocol import EngineUnavailable
+    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
+
+    try:
+        with stdout_to_stderr():
+            engine = build_engine(ns)
+            done = asyncio.run(_run_sweep(sweep, settings, engine, progress))
+    except KeyboardInterrupt:
+        progress.end_line()
+        print(f"eval: interrupted: the values that finished, and the items that finished of the one under way, are in "
+              f"{settings.out_dir}/{sweep.name}=VALUE/; rerun the same command to run the rest and write the sweep "
+              "report", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EngineUnavailable as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    except OSError as exc:
+        print(f"eval: {exc.strerror or exc}: {exc.filename or settings.out_dir}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    for forced, run in zip(sweep.values, done.runs, strict=True):
+        for line in summary_lines(run):
+            print(f"eval: {sweep.folder(forced)}: {line.removeprefix('eval: ')}", file=sys.stderr)
+    for line in sweep_lines(done):
+        print(line, flush=True)
+    return done.exit_status

@@ -70,13 +70,16 @@ MM_CACHE_WARNING = (
 
 
 def build_sampling_params(turn: TurnRequest) -> Any:
-    """vLLM ``SamplingParams`` for ``turn``; tool choice "required" constrains decoding to one call."""
+    """vLLM ``SamplingParams`` for ``turn``; tool choice "required" constrains decoding to one call, else the
+    sampling's ``structured_outputs`` (an eval item's ``choice``) to one of its strings."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
     settings = turn.sampling
     forced = None
     if turn.tool_choice == "required":
         forced = StructuredOutputsParams(regex=tool_call_regex(turn.tools))
+    elif settings.structured_outputs is not None:
+        forced = StructuredOutputsParams(choice=list(settings.structured_outputs.choice))
     return SamplingParams(
         temperature=float(settings.temperature),
         top_p=float(settings.top_p),

@@ -44,6 +44,14 @@ class RequestRefused(TurnRejected):
 
 
 @dataclass(frozen=True)
+class StructuredOutputs:
+    """Decoding held to a shape by vLLM's structured outputs (``StructuredOutputsParams``; a server's request field
+    ``structured_outputs``): ``choice``, the reply is exactly one of these strings."""
+
+    choice: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SamplingSettings:
     """Per-turn sampling, mirrored onto vLLM ``SamplingParams`` / the OpenAI request."""
 
@@ -53,6 +61,7 @@ class SamplingSettings:
     max_tokens: int = 1024
     seed: int | None = None
     repetition_penalty: float = 1.0
+    structured_outputs: StructuredOutputs | None = None  # None: free text (an eval item's sampling may force it)
 
 
 @dataclass

@@ -162,7 +162,8 @@ def _copied_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any
 def chat_request(turn: TurnRequest, model: str, *, mm_kwargs: bool = True, endpoint: str | None = None) -> ChatRequest:
     """``turn`` as a chat-completions request for ``model``. The video budget (``mm_processor_kwargs``) goes only
     with a video, and only while the server takes it (``mm_kwargs``); tool choice "required" is one call of the
-    tools, forced by ``structured_outputs`` (the server's own "required" needs a JSON-schema call format)."""
+    tools, forced by ``structured_outputs`` (the server's own "required" needs a JSON-schema call format); else the
+    sampling's ``structured_outputs`` (an eval item's ``choice``) goes as that field."""
     settings = turn.sampling
     params: dict[str, Any] = {"temperature": settings.temperature, "top_p": settings.top_p,
                               "max_tokens": settings.max_tokens}
@@ -183,6 +184,8 @@ def chat_request(turn: TurnRequest, model: str, *, mm_kwargs: bool = True, endpo
         extra["mm_processor_kwargs"] = turn.mm_processor_kwargs()
     if turn.tool_choice == "required":
         extra["structured_outputs"] = {"regex": tool_call_regex(turn.tools)}
+    elif settings.structured_outputs is not None:
+        extra["structured_outputs"] = {"choice": list(settings.structured_outputs.choice)}
     if settings.top_k and settings.top_k > 0:
         extra["top_k"] = settings.top_k
     messages, media = _copied_messages(turn.messages)

@@ -4,7 +4,8 @@ inspector and answered by the engine, into ``DIR/results.jsonl`` and ``DIR/repor
 For each item of the set (``workbench.evalset``), in the set's order:
 
 1. each media file is planned exactly as ``app.py inspect --json`` prints it for that file and budget
-   (``inspection.plan.plan_file``, the command's own code), in a worker thread;
+   (``inspection.plan.plan_file``, the command's own code), in a worker thread (a sweep's runs share a
+   :class:`PlanMemo`: a plan made once is reused where the inspector would make the same one);
 2. the user turn is built as the chat builds it (``core.turns.build_turn``: media parts first, then the prompt;
    the chat's system prompt unless the item gives one), with the item's video budget (``TurnRequest.video``),
    sampling and tools, and checked against what vLLM refuses (``engine.media.check_media_limits``);
@@ -34,13 +35,15 @@ import datetime
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TextIO
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, replace
+from typing import Any, TextIO
 
-from dots3_demo.budget import DEFAULT_SEQ
+from dots3_demo.budget import DEFAULT_SEQ, VideoSettings
 from dots3_demo.core.context import measure, media_item
 from dots3_demo.core.records import Answer, MediaItem
 from dots3_demo.core.reply import Reply
@@ -157,15 +160,85 @@ class _Planned:
     media: tuple[MediaItem, ...] = ()  # each file planned without error, with the inspector's tokens (in order)
 
 
-def _plan_item(item: EvalItem, profile: Profile) -> _Planned:
-    """Plan every media file of ``item`` (blocking: a worker thread runs it) and draw its thumbnails."""
-    plans = tuple(plan_file(path, profile, item.video) for path in item.files)
-    thumbs = tuple(report_thumbnails(p.report, name) if p.report is not None else ()
-                   for p, name in zip(plans, item.media, strict=True))
-    media = tuple(media_item(path, p.report) for p, path in zip(plans, item.files, strict=True)
-                  if p.report is not None)
-    return _Planned(plans=tuple(FilePlan(p.item) for p in plans), thumbs=thumbs,
-                    media=media)  # drop the reports' pictures
+@dataclass(frozen=True)
+class _FilePlanned:
+    """One media file planned: its plan without the report's pictures, its thumbnails, its media item (None: an
+    error)."""
+
+    plan: FilePlan
+    thumbs: tuple[Thumbnail, ...]
+    media: MediaItem | None
+
+
+def _plan_one(path: str, name: str, profile: Profile, settings: VideoSettings) -> _FilePlanned:
+    """Plan one file (``plan_file``: the inspect command's object for it) and draw its thumbnails (``name``: an image's
+    caption)."""
+    planned = plan_file(path, profile, settings)
+    if planned.report is None:
+        return _FilePlanned(planned, (), None)
+    return _FilePlanned(FilePlan(planned.item), report_thumbnails(planned.report, name),
+                        media_item(path, planned.report))  # drop the report's pictures
+
+
+class PlanMemo:
+    """Plans made once for all the runs of a sweep (``workbench.sweep``), one profile. The inspector is deterministic:
+    a file planned again under the same budget gets the same plan, and an image's or an audio file's plan does not
+    depend on the budget at all (the budget steers a video only). Keyed by the file's path, size and modification
+    time and the item's name for it (an image's caption); thread-safe: a plan under way is waited for, not made
+    twice. ``made`` and ``reused`` count the plans."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._plans: dict[tuple[Any, ...], Future[_FilePlanned]] = {}
+        self._fixed: set[tuple[Any, ...]] = set()  # files whose plan does not depend on the budget
+        self.made = 0
+        self.reused = 0
+
+    def planned(self, path: str, name: str, profile: Profile, settings: VideoSettings) -> _FilePlanned:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return _plan_one(path, name, profile, settings)  # the plan says why
+        file = (path, name, stat.st_size, stat.st_mtime_ns)
+        with self._lock:
+            key = (*file, None if file in self._fixed else settings)
+            future = self._plans.get(key)
+            mine = future is None
+            if future is None:
+                future = self._plans[key] = Future()
+                self.made += 1
+            else:
+                self.reused += 1
+        if not mine:
+            return future.result()
+        try:
+            result = _plan_one(path, name, profile, settings)
+        except BaseException as exc:
+            with self._lock:
+                self._plans.pop(key, None)
+            future.set_exception(exc)
+            raise
+        if result.plan.kind in ("image", "audio"):
+            with self._lock:
+                self._fixed.add(file)
+                self._plans.setdefault((*file, None), future)
+        future.set_result(result)
+        return result
+
+    def forget_budgeted(self) -> None:
+        """Drop the plans made under one budget (videos), keep the others: a sweep of a budget setting plans its videos
+        afresh for each value, and the thumbnails of the last value need not stay in memory."""
+        with self._lock:
+            self._plans = {key: value for key, value in self._plans.items() if key[-1] is None}
+
+
+def _plan_item(item: EvalItem, profile: Profile, memo: PlanMemo | None = None) -> _Planned:
+    """Plan every media file of ``item`` (blocking: a worker thread runs it) and draw its thumbnails; ``memo``: plans
+    made before are reused."""
+    plan = memo.planned if memo is not None else _plan_one
+    files = [plan(path, name, profile, item.video) for path, name in zip(item.files, item.media, strict=True)]
+    return _Planned(plans=tuple(f.plan for f in files), thumbs=tuple(f.thumbs for f in files),
+                    media=tuple(f.media for f in files if f.media is not None))
 
 
 def item_turn(item: EvalItem, plans: Sequence[FilePlan], session_id: str) -> TurnRequest:
@@ -225,8 +298,9 @@ def eval_media_advice(refused: MediaRefused) -> str:
 
 class _Runner:
     def __init__(self, settings: BatchSettings, engine: ChatEngine | None, progress: Progress, run_id: str,
-                 context_len: int | None = None) -> None:
+                 context_len: int | None = None, memo: PlanMemo | None = None) -> None:
         self.settings = settings
+        self.memo = memo
         self.context_len = context_len  # the context an item is counted against (the engine's max_model_len)
         self.engine = engine
         self.progress = progress
@@ -260,7 +334,7 @@ class _Runner:
             return EvalResult(id=entry.id, line=entry.line, checks=checks_for(entry.expect, None),
                               error=one_line(entry.error, ERROR_CHARS), tags=entry.tags, run=self.session_id)
         async with self.planning:
-            planned = await asyncio.to_thread(_plan_item, entry, self.settings.profile)
+            planned = await asyncio.to_thread(_plan_item, entry, self.settings.profile, self.memo)
         self.thumbs[entry.line] = planned.thumbs
         plan = tuple(p.item for p in planned.plans)
         budget = build_turn(session_id=self.session_id, sampling=entry.sampling,
@@ -370,8 +444,10 @@ def merge(entries: Sequence[SetEntry], new: dict[int, EvalResult], earlier: Sequ
     return Merged(tuple(rows), rest, tuple(changes))
 
 
-async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress: Progress | None = None) -> EvalRun:
-    """Run the set (the engine is started here, not shut down); write results.jsonl and report.html.
+async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress: Progress | None = None,
+                   memo: PlanMemo | None = None) -> EvalRun:
+    """Run the set (the engine is started here, not shut down); write results.jsonl and report.html. ``memo``: plans
+    made by earlier runs of a sweep, reused.
 
     A cancellation (Ctrl-C) stops the items under way — their requests are aborted — writes both files with
     what finished, and is raised again. Raises ``OSError`` when the set cannot be read and ``EngineUnavailable``
@@ -386,7 +462,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
     if engine is None:
         progress.say(PREVIEW_NOTE)
     else:
-        progress.say("starting the engine…")
+        if engine.status.state != "ready":  # a sweep's later runs find it started
+            progress.say("starting the engine…")
         await engine.start()
     facts = await engine_facts(engine)
     if engine is not None:
@@ -394,7 +471,7 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
         progress.say(f"engine: {facts.label} · model {facts.model or 'not reported'} · {version}")
     default_seq = settings.seq or (engine.max_model_len if engine is not None else None) or DEFAULT_SEQ
     defaults = SetDefaults(seq=default_seq, output_reserve=settings.output_reserve, audio_cap=settings.audio_cap,
-                           k_mode=settings.k_mode)
+                           k_mode=settings.k_mode, forced=settings.forced)
     header, entries = read_set_with_header(settings.set_path, defaults)
     results_file = ResultsFile(out_dir / RESULTS_NAME)
     earlier, unreadable = results_file.load()
@@ -404,7 +481,7 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
     if len(todo) < len(entries):
         progress.say(f"{len(entries) - len(todo)} of {len(entries)} items are done in {results_file.path}: skipped")
     runner = _Runner(settings, engine, progress, run_id,
-                     context_len=(engine.max_model_len if engine is not None else None) or default_seq)
+                     context_len=(engine.max_model_len if engine is not None else None) or default_seq, memo=memo)
     prompts = {e.line: e.prompt for e in entries if isinstance(e, EvalItem)}
     progress.start(len(todo))
     interrupted = False
@@ -426,7 +503,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             defaults={"seq": default_seq, "output_reserve": settings.output_reserve, "audio_cap": settings.audio_cap,
                       "k_mode": settings.k_mode, "profile": settings.profile.name,
                       "inspect_workers": settings.inspect_workers, "replace_answers": settings.replace_answers,
-                      "cluster": header.cluster},
+                      "cluster": header.cluster,
+                      "sweep": asdict(settings.forced) if settings.forced is not None else None},
             items=len(entries), ran=len(runner.results), earlier=sum(1 for _, was in merged.rows if was),
             kept=kept, replaced=tuple(c.key for c in merged.changes if not c.kept),
         )
@@ -442,13 +520,13 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             changes=merged.changes, record=record,
         )
         if not interrupted:
-            run = await _with_earlier_thumbnails(run, entries, settings, progress)
+            run = await _with_earlier_thumbnails(run, entries, settings, progress, memo)
         write_report(run)
     return run
 
 
 async def _with_earlier_thumbnails(run: EvalRun, entries: Sequence[SetEntry], settings: BatchSettings,
-                                   progress: Progress) -> EvalRun:
+                                   progress: Progress, memo: PlanMemo | None = None) -> EvalRun:
     """Rows kept from an earlier run get their thumbnails (their media inspected again, for the report only)."""
     items = {e.line: e for e in entries if isinstance(e, EvalItem)}
     wanted = [row for row in run.rows if row.earlier and row.result.line in items and items[row.result.line].files]
@@ -457,7 +535,7 @@ async def _with_earlier_thumbnails(run: EvalRun, entries: Sequence[SetEntry], se
     progress.say(f"drawing the frames of {len(wanted)} item(s) from earlier runs for the report…")
     redrawn: dict[int, tuple[tuple[Thumbnail, ...], ...]] = {}
     for row in wanted:
-        planned = await asyncio.to_thread(_plan_item, items[row.result.line], settings.profile)
+        planned = await asyncio.to_thread(_plan_item, items[row.result.line], settings.profile, memo)
         redrawn[row.result.line] = planned.thumbs
     rows = tuple(replace(row, thumbs=redrawn.get(row.result.line, row.thumbs)) for row in run.rows)
     return replace(run, rows=rows)

@@ -32,7 +32,7 @@ from dots3_demo.inspection.errors import one_line
 from dots3_demo.profiles import Profile
 from dots3_demo.workbench import codec
 from dots3_demo.workbench.accuracy import Accuracy, Scored, accuracy
-from dots3_demo.workbench.evalset import line_key
+from dots3_demo.workbench.evalset import Forced, line_key
 from dots3_demo.workbench.report_html import Thumbnail
 from dots3_demo.workbench.scoring import Score
 
@@ -181,7 +181,7 @@ class EvalResult:
                 answer = Answer(text=data["answer"], reasoning=data.get("reasoning") or "", tool_calls=calls,
                                 finish_reason=data.get("finish_reason"), stats=stats, error=data.get("error") or "")
             item_id = data["id"]
-            sampling = SamplingSettings(**data["sampling"]) if data.get("sampling") else None
+            sampling = codec.from_json(SamplingSettings, data["sampling"], "sampling") if data.get("sampling") else None
             checks = tuple(Check(str(c["expect"]), c["found"]) for c in data["checks"])
             score = Score.from_json(data["score"]) if data.get("score") else None
             if "score" not in data and answer is not None and data["error"] is None:
@@ -252,16 +252,16 @@ def checks_score(checks: Sequence[Check]) -> Score | None:
                  else "every expected string is in the reply", "contains")
 
 
+def result_groups(result: EvalResult) -> tuple[tuple[str, str], ...]:
+    """The groups a result counts in: (breakdown, group) for its modality, each tag, each metadata field's value."""
+    return (("modality", result.modality), *(("tag", t) for t in result.tags), *result.metadata)
+
+
 def scored_items(results: Iterable[EvalResult]) -> tuple[Scored, ...]:
-    """The results with a score, as the accuracy summary reads them: value, cluster, and their groups (each tag,
-    each metadata field's value, the modality)."""
-    items = []
-    for r in results:
-        if r.score is None or r.error is not None:
-            continue
-        groups = (("modality", r.modality), *(("tag", t) for t in r.tags), *r.metadata)
-        items.append(Scored(r.score.value, r.cluster, groups))
-    return tuple(items)
+    """The results with a score, as the accuracy summary reads them: value, cluster, and their groups
+    (:func:`result_groups`)."""
+    return tuple(Scored(r.score.value, r.cluster, result_groups(r)) for r in results
+                 if r.score is not None and r.error is None)
 
 
 def run_accuracy(results: Sequence[EvalResult], cluster_key: str | None) -> Accuracy | None:
@@ -339,6 +339,7 @@ class BatchSettings:
     inspect_workers: int = 1
     replace_answers: bool = False  # a new error may replace an earlier answer of the same id
     argv: tuple[str, ...] = ()  # the command line after ``app.py eval``, for run.json
+    forced: Forced | None = None  # a sweep's value: every item takes it in place of its own (``workbench.sweep``)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ Keys of a line::
     seq, output_reserve, max_new_tokens, audio_cap, k_mode
                     the video budget (optional; the command line's defaults otherwise)
     sampling        object of vLLM sampling parameters (optional): temperature, top_p, top_k, max_tokens,
-                    seed, repetition_penalty
+                    seed, repetition_penalty, structured_outputs ({"choice": [strings]}: the reply is one of
+                    them, forced by vLLM's structured outputs)
     tools           list of OpenAI function schemas (optional)
     tags            list of strings (optional): free-form labels, carried into the results and the report; the
                     summary gives the accuracy per tag
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from dots3_demo.budget import K_MODES, VideoSettings
-from dots3_demo.engine.protocol import SamplingSettings
+from dots3_demo.engine.protocol import SamplingSettings, StructuredOutputs
 from dots3_demo.errors import InspectionError
 from dots3_demo.inspection.errors import one_line
 from dots3_demo.tools import ToolSchemaError, validate_tools
@@ -123,14 +124,25 @@ def line_key(line: int) -> str:
 
 
 @dataclass(frozen=True)
+class Forced:
+    """A setting every item takes in place of its own: one value of a sweep (``app.py eval --sweep``). ``name`` is a
+    budget key (:data:`BUDGET_KEYS`) or a sampling key, ``value`` what an item's line would give for it."""
+
+    name: str
+    value: int | float | str
+
+
+@dataclass(frozen=True)
 class SetDefaults:
-    """The budget of items that give none of their own (from the command line)."""
+    """The budget of items that give none of their own (from the command line); ``forced``: a setting that replaces
+    the item's own too (a sweep's value)."""
 
     seq: int
     output_reserve: int | None = None
     audio_cap: float = 1.0
     k_mode: str = "eval_ek"
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    forced: Forced | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,7 @@ def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
     missing = [key for key in REQUIRED_KEYS if key not in data]
     if missing:
         raise _LineProblem(f"missing key(s) {', '.join(map(repr, missing))}")
+    data = with_forced(data, defaults.forced)
     item_id = data["id"]
     if not isinstance(item_id, str) or not item_id:
         raise _LineProblem(f"id must be a non-empty string, got {_shown(item_id)}")
@@ -286,6 +299,44 @@ def _item(data: dict[str, Any], number: int, folder: str, defaults: SetDefaults,
     return EvalItem(id=item_id, line=number, media=media, files=files, prompt=prompt, video=video,
                     sampling=sampling, system=system, expect=expect, tools=tools, tags=tags, scorer=scorer,
                     metadata=metadata, cluster=cluster)
+
+
+def with_forced(data: dict[str, Any], forced: Forced | None) -> dict[str, Any]:
+    """The line's keys with ``forced`` in place of the item's own value, checked as if the line gave it: a budget key
+    at the top (``max_new_tokens`` also replaces a ``sampling.max_tokens``: one number), a sampling key in
+    ``sampling``."""
+    if forced is None:
+        return data
+    sampling = data.get("sampling", {})
+    if forced.name in BUDGET_KEYS:
+        data = {**data, forced.name: forced.value}
+        if forced.name == "max_new_tokens" and isinstance(sampling, dict) and "max_tokens" in sampling:
+            data["sampling"] = {**sampling, "max_tokens": forced.value}
+        return data
+    if not isinstance(sampling, dict):
+        return data  # the line's own error
+    return {**data, "sampling": {**sampling, forced.name: forced.value}}
+
+
+def forced_problem(forced: Forced) -> str | None:
+    """Why no item can take ``forced`` whatever its own settings, in one line (the budget's checks, vLLM's
+    ``SamplingParams``); None: it may run. A value refused only with an item's own settings (a seq below the item's
+    max_new_tokens) is that item's error."""
+    given: dict[str, Any] = {forced.name: forced.value}
+    try:
+        if forced.name in BUDGET_KEYS:
+            loose = VideoSettings(seq=2**62, output_reserve=0)  # no other setting in the way of the one given
+            video = dataclasses.replace(loose, **given)
+            video.validate()
+            if forced.name == "max_new_tokens":
+                _check_with_vllm(SamplingSettings(max_tokens=video.max_new_tokens))
+        else:
+            _check_with_vllm(dataclasses.replace(SamplingSettings(), **given))
+    except InspectionError as exc:
+        return f"budget: {exc}"
+    except _LineProblem as exc:
+        return str(exc)
+    return None
 
 
 def _metadata(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -325,13 +376,29 @@ def _sampling(data: dict[str, Any], base: SamplingSettings) -> SamplingSettings:
                            f"(known: {', '.join(SAMPLING_KEYS)})")
     values: dict[str, Any] = {}
     for key, value in given.items():
-        if key == "seed" and value is None:
+        if key == "structured_outputs":
+            values[key] = _structured_outputs(value)
+        elif key == "seed" and value is None:
             values[key] = None
         elif key in ("top_k", "max_tokens", "seed"):
             values[key] = _integer(value, f"sampling.{key}")
         else:
             values[key] = _number(value, f"sampling.{key}")
     return dataclasses.replace(base, **values)
+
+
+def _structured_outputs(value: Any) -> StructuredOutputs | None:
+    """``sampling.structured_outputs`` as vLLM's request field spells it; ``choice`` is the kind taken here."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or list(value) != ["choice"]:
+        raise _LineProblem('sampling.structured_outputs must be {"choice": [strings]} (the reply is one of them), '
+                           f"got {_shown(value)}")
+    choice = value["choice"]
+    if not isinstance(choice, list) or not choice or not all(isinstance(c, str) and c for c in choice):
+        raise _LineProblem("sampling.structured_outputs.choice must be a list of non-empty strings, got "
+                           f"{_shown(choice)}")
+    return StructuredOutputs(tuple(choice))
 
 
 def _video(data: dict[str, Any], defaults: SetDefaults, sampling: SamplingSettings) -> VideoSettings:

@@ -119,3 +119,17 @@ def test_an_in_memory_image_is_named_not_fatal():
                                                         {"type": "text", "text": "hi"}]}])
     part = wire.chat_request(turn, "m").body()["messages"][0]["content"][0]
     assert part == {"type": "image_pil", "image_pil": "<Image in memory: not copyable>"}
+
+
+def test_a_choice_in_the_sampling_is_forced_by_structured_outputs_in_process_and_on_the_wire():
+    from dots3_demo.engine.inprocess import build_sampling_params
+    from dots3_demo.engine.protocol import StructuredOutputs
+
+    choice = SamplingSettings(max_tokens=4, temperature=0.0, structured_outputs=StructuredOutputs(("A", "B", "C")))
+    turn = _turn(tools=[], tool_choice="auto", sampling=choice)
+    assert wire.chat_request(turn, "m").body()["structured_outputs"] == {"choice": ["A", "B", "C"]}
+    params = build_sampling_params(turn)  # vLLM's own SamplingParams
+    assert params.structured_outputs.choice == ["A", "B", "C"] and params.max_tokens == 4
+    free = _turn(tools=[], tool_choice="auto", sampling=SamplingSettings())
+    assert "structured_outputs" not in wire.chat_request(free, "m").body()
+    assert build_sampling_params(free).structured_outputs is None

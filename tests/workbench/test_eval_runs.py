@@ -150,7 +150,7 @@ def test_run_json_and_each_result_record_the_settings_they_ran_with(tmp_path, mo
     assert run["set"] == str(set_path) and run["duration_s"] >= 0 and run["started"].endswith("+00:00")
     assert (run["items"], run["ran"], run["earlier"], run["interrupted"]) == (2, 2, 0, False)
     assert rows[0]["sampling"] == {"temperature": 0.0, "top_p": 0.95, "top_k": -1, "max_tokens": 64, "seed": 7,
-                                   "repetition_penalty": 1.0}
+                                   "repetition_penalty": 1.0, "structured_outputs": None}
     assert rows[0]["budget"] == {"seq": 2048, "max_new_tokens": 64, "audio_cap": 0.5, "k_mode": "eval_ek"}
     assert rows[1]["sampling"]["max_tokens"] == 1024 and rows[1]["budget"]["seq"] == 32768  # the engine's context
     eval_with(monkeypatch, scripted_engine(answering("answer")), set_path, out)

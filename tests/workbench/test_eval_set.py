@@ -47,6 +47,15 @@ def test_defaults_fill_what_a_line_leaves_out():
     assert item.sampling == SamplingSettings() and item.video.max_new_tokens == SamplingSettings().max_tokens
 
 
+def test_a_choice_in_the_sampling_forces_the_reply_to_one_of_its_strings():
+    from dots3_demo.engine.protocol import StructuredOutputs
+
+    item = parse(ok(sampling={"temperature": 0, "structured_outputs": {"choice": ["A", "B", "C", "D"]}}))
+    assert isinstance(item, EvalItem)
+    assert item.sampling.structured_outputs == StructuredOutputs(("A", "B", "C", "D"))
+    assert parse(ok()).sampling.structured_outputs is None
+
+
 def test_max_new_tokens_sets_the_reply_length_too():
     item = parse(ok(max_new_tokens=300))
     assert isinstance(item, EvalItem) and item.sampling.max_tokens == item.video.max_new_tokens == 300
@@ -79,6 +88,9 @@ def test_media_paths_are_relative_to_the_set_file(tmp_path):
     (ok(sampling={"presence_penalty": 1}), "unknown sampling key(s) 'presence_penalty'"),
     (ok(sampling=[1]), "sampling must be an object"),
     (ok(sampling={"top_k": 1.5}), "sampling.top_k must be a whole number"),
+    (ok(sampling={"structured_outputs": {"regex": "[AB]"}}), "sampling.structured_outputs must be {\"choice\": [str"),
+    (ok(sampling={"structured_outputs": {"choice": []}}), "sampling.structured_outputs.choice must be a list of"),
+    (ok(sampling={"structured_outputs": {"choice": ["A", 2]}}), "sampling.structured_outputs.choice must be a list of"),
     (ok(sampling={"temperature": -1}), "sampling: vLLM refuses it: temperature must be non-negative"),
     (ok(sampling={"top_p": 2}), "sampling: vLLM refuses it: top_p must be in (0, 1]"),
     (ok(max_new_tokens=100, sampling={"max_tokens": 200}), "max_new_tokens 100 and sampling.max_tokens 200 differ"),
