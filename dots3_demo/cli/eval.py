@@ -41,7 +41,9 @@ DESCRIPTION = (
     "duration) and DIR/report.html (one page, no script: the frames the model saw, the plans, the answers, the "
     "scores, the accuracy plots). Without --engine inprocess or --endpoint it runs in preview mode: the plans "
     "only, answer null. "
-    "Requests run in parallel up to the engine's capacity (--max-num-seqs in-process). A rerun with the same "
+    "At most --max-concurrency N requests are in flight at once (the name vllm bench serve uses; default the "
+    "engine's capacity: its --max-num-seqs in-process, 16 for an endpoint, which does not publish its own). A rerun "
+    "with the same "
     "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
     "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
     "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an item scored "
@@ -54,6 +56,7 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     from dots3_demo.cli.engine import add_engine_cli_args
     from dots3_demo.cli.parser import count, new_parser
     from dots3_demo.engine.flag_cache import asks_for_help_only
+    from dots3_demo.engine.protocol import DEFAULT_REMOTE_CAPACITY
     from dots3_demo.inspection.session import default_workers
 
     parser = new_parser(prog="app.py eval", description=DESCRIPTION)
@@ -71,6 +74,13 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     group.add_argument("--k-mode", default="eval_ek", choices=K_MODES, help="audio/frame interleaving")
     group.add_argument("--inspect-workers", type=count, default=default_workers(), metavar="N",
                        help="how many items are planned at once (default: one per usable core, as the studio)")
+    group.add_argument("--max-concurrency", type=count, default=None, metavar="N",
+                       help="at most N requests in flight at once (the name vllm bench serve uses). Default: the "
+                       "engine's capacity: in-process its max_num_seqs (--max-num-seqs, else vLLM's default for the "
+                       f"platform), so no request waits in vLLM's queue; with --endpoint {DEFAULT_REMOTE_CAPACITY}, "
+                       "since a server does not publish its max_num_seqs (below vLLM's default on every platform): "
+                       "raise it to what your server, or all servers behind a router, run at once. Requests over "
+                       "what the engine runs at once wait in its queue, and their TTFT counts the wait")
     group.add_argument("--replace-answers", action="store_true",
                        help="let this run's error for an id replace that id's earlier answer in --out (default: "
                        "the answer is kept, and the run says so)")
@@ -173,7 +183,8 @@ def main_eval(argv: Sequence[str]) -> int:
         return EXIT_ITEM_ERROR
     settings = BatchSettings(set_path=set_path, out_dir=Path(ns.out), profile=profile, seq=ns.seq,
                              output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
-                             inspect_workers=ns.inspect_workers, replace_answers=ns.replace_answers,
+                             inspect_workers=ns.inspect_workers, max_concurrency=ns.max_concurrency,
+                             replace_answers=ns.replace_answers,
                              argv=tuple(argv))
     progress = Progress(sys.stderr)
     try:

@@ -9,8 +9,8 @@ For each item of the set (``workbench.evalset``), in the set's order:
    the chat's system prompt unless the item gives one), with the item's video budget (``TurnRequest.video``),
    sampling and tools, and checked against what vLLM refuses (``engine.media.check_media_limits``);
 3. with an engine, the turn streams through ``ChatEngine.stream_turn`` inside ``contextlib.aclosing`` (a
-   request cut short — Ctrl-C — is aborted by the adapter), at most ``engine.capacity`` at once; without one
-   (preview) nothing is sent and ``answer`` is null;
+   request cut short — Ctrl-C — is aborted by the adapter), at most ``max_concurrency`` at once (default the
+   engine's capacity: :func:`request_limit`); without one (preview) nothing is sent and ``answer`` is null;
 4. the reply's text (and its tool calls) is searched for each ``expect`` string, case-insensitively, and the
    item's scorer (``workbench.scoring``; an LLM judge through ``workbench.judge``) gives it a score in [0, 1]
    with its reason; the summary gives the accuracy with 95 % intervals (``workbench.accuracy``).
@@ -223,6 +223,15 @@ def eval_media_advice(refused: MediaRefused) -> str:
             f"(--limit-mm-per-prompt), the item holds {refused.count}: split the item, or raise the limit")
 
 
+def request_limit(settings: BatchSettings, engine: ChatEngine | None) -> int | None:
+    """How many requests are in flight at once: ``--max-concurrency``, else the engine's capacity (in-process its
+    ``max_num_seqs``, so none waits in vLLM's queue; remote ``engine.remote.DEFAULT_REMOTE_CAPACITY``, a server
+    does not say its own). None in preview (nothing is sent)."""
+    if engine is None:
+        return None
+    return max(1, settings.max_concurrency or engine.capacity)
+
+
 class _Runner:
     def __init__(self, settings: BatchSettings, engine: ChatEngine | None, progress: Progress, run_id: str,
                  context_len: int | None = None) -> None:
@@ -233,9 +242,10 @@ class _Runner:
         self.session_id = run_id
         workers = max(1, settings.inspect_workers)
         self.planning = asyncio.Semaphore(workers)
-        self.requests = asyncio.Semaphore(max(1, engine.capacity)) if engine is not None else None
+        limit = request_limit(settings, engine)
+        self.requests = asyncio.Semaphore(limit) if limit is not None else None
         # items under way at once: enough to keep the engine and the inspection workers busy, in the set's order
-        self.slots = asyncio.Semaphore(workers + (max(1, engine.capacity) if engine is not None else 0))
+        self.slots = asyncio.Semaphore(workers + (limit or 0))
         self.results: dict[int, EvalResult] = {}  # by line
         self.thumbs: dict[int, tuple[tuple[Thumbnail, ...], ...]] = {}
         self.file = ResultsFile(settings.out_dir / RESULTS_NAME)
@@ -389,9 +399,11 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
         progress.say("starting the engine…")
         await engine.start()
     facts = await engine_facts(engine)
+    limit = request_limit(settings, engine)
     if engine is not None:
         version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM version not reported"
-        progress.say(f"engine: {facts.label} · model {facts.model or 'not reported'} · {version}")
+        progress.say(f"engine: {facts.label} · model {facts.model or 'not reported'} · {version} · at most {limit} "
+                     "requests at once")
     default_seq = settings.seq or (engine.max_model_len if engine is not None else None) or DEFAULT_SEQ
     defaults = SetDefaults(seq=default_seq, output_reserve=settings.output_reserve, audio_cap=settings.audio_cap,
                            k_mode=settings.k_mode)
@@ -425,7 +437,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             set=str(settings.set_path), argv=settings.argv, engine=facts,
             defaults={"seq": default_seq, "output_reserve": settings.output_reserve, "audio_cap": settings.audio_cap,
                       "k_mode": settings.k_mode, "profile": settings.profile.name,
-                      "inspect_workers": settings.inspect_workers, "replace_answers": settings.replace_answers,
+                      "inspect_workers": settings.inspect_workers,
+                      "max_concurrency": limit, "replace_answers": settings.replace_answers,
                       "cluster": header.cluster},
             items=len(entries), ran=len(runner.results), earlier=sum(1 for _, was in merged.rows if was),
             kept=kept, replaced=tuple(c.key for c in merged.changes if not c.kept),

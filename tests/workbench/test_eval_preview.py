@@ -217,6 +217,7 @@ def test_help_names_the_command_its_flags_and_the_engine_flags():
     text = build_parser(["--help"]).format_help()
     assert text.startswith("usage: app.py eval")
     for words in ("SET.jsonl", "--out DIR", "--seq", "--inspect-workers", "preview mode", "--endpoint",
+                  "--max-concurrency N", "the name vllm bench serve uses", "16 for an endpoint",
                   "--max-num-seqs", "Exit status: 0 every item ran, 1 an item scored below 1 (an expect string was "
                   "not found), 2 an item had an error", "choice", "tool_call", "judge", "cluster"):
         assert words in " ".join(text.split()), words
