@@ -46,7 +46,8 @@ DESCRIPTION = (
     "with the same "
     "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
     "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
-    "gets the summary only (vLLM's log lines go to stderr). Exit status: 0 every item ran, 1 an item scored "
+    "gets the summary only (the progress, through tqdm: a bar on a terminal, a line per item else, and vLLM's log "
+    "lines go to stderr). Exit status: 0 every item ran, 1 an item scored "
     "below 1 (an expect string was not found), 2 an item had an error (or the command could not run), 130 interrupted."
 )
 

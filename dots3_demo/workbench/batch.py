@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TextIO
 
+from tqdm import tqdm  # type: ignore[import-untyped]
+
 from dots3_demo.budget import DEFAULT_SEQ
 from dots3_demo.core.context import measure, media_item
 from dots3_demo.core.records import Answer, MediaItem
@@ -86,8 +88,14 @@ EVAL_CONTEXT_HINT = ("Lower the item's max_new_tokens (or sampling.max_tokens), 
                      "serve a longer --max-model-len.")
 
 
+# tqdm's meter, with the counts the run keeps: "eval: [####....] 3/9 items, 1 errors, 0 failed checks [00:04<00:08,
+# 0.75item/s]"
+PROGRESS_FORMAT = "{desc}: [{bar:24}] {n_fmt}/{total_fmt} items{postfix} [{elapsed}<{remaining}, {rate_fmt}]"
+
+
 class Progress:
-    """Items done and the time left, on a terminal line (rewritten in place on a TTY, a line per item else)."""
+    """Items done and the time left, through tqdm (it ships with vLLM), on stderr: a bar rewritten in place on a
+    TTY; else tqdm's meter as one line per item, with what became of the item (a log keeps every line)."""
 
     def __init__(self, out: TextIO = sys.stderr) -> None:
         self.out = out
@@ -97,57 +105,53 @@ class Progress:
         self.errors = 0
         self.failed = 0
         self.started = time.monotonic()
+        self.bar: tqdm | None = None  # the TTY's bar, while the items run
 
     def say(self, text: str) -> None:
-        self.end_line()
-        print(f"eval: {text}", file=self.out, flush=True)
+        if self.bar is not None:
+            self.bar.write(f"eval: {text}", file=self.out)  # above the bar, which is drawn again below it
+        else:
+            print(f"eval: {text}", file=self.out, flush=True)
 
     def start(self, total: int) -> None:
-        self.total, self.done, self.started = total, 0, time.monotonic()
-        if total:
-            self._draw("")
+        self.end_line()
+        self.total, self.done, self.errors, self.failed, self.started = total, 0, 0, 0, time.monotonic()
+        if not total:
+            return
+        if self.tty:
+            self.bar = tqdm(total=total, file=self.out, desc="eval", unit="item", bar_format=PROGRESS_FORMAT,
+                            postfix=self._counts(), dynamic_ncols=True)
+        else:
+            self._line("")
 
     def item(self, result: EvalResult) -> None:
         self.done += 1
         self.errors += result.error is not None
         self.failed += result.error is None and result.passed is False
-        what = f"{result.key}: " + (
+        if self.bar is not None:
+            self.bar.set_postfix_str(self._counts(), refresh=False)
+            self.bar.update(1)
+            return
+        self._line(f"{result.key}: " + (
             f"error: {result.error}" if result.error is not None
             else f"failed: {result.score.reason}" if result.score is not None and result.passed is False
             else f"missing {', '.join(map(repr, result.failed_checks))}" if result.failed_checks
             else status_word(result)
-            + (f" ({result.score.reason})" if result.score is not None and result.passed else ""))
-        self._draw(what)
+            + (f" ({result.score.reason})" if result.score is not None and result.passed else "")))
 
-    def _draw(self, what: str) -> None:
-        elapsed = time.monotonic() - self.started
-        left = ""
-        if 0 < self.done < self.total:
-            left = f", ~{_duration(elapsed / self.done * (self.total - self.done))} left"
-        width = 24
-        filled = width * self.done // self.total if self.total else width
-        bar = "#" * filled + "." * (width - filled)
-        line = (f"[{bar}] {self.done}/{self.total} items, {self.errors} errors, {self.failed} failed checks"
-                f"{left}")
-        if self.tty:
-            print(f"\r\x1b[2K{line}", end="", file=self.out, flush=True)
-        else:
-            print(f"eval: {line}" + (f" — {what}" if what else ""), file=self.out, flush=True)
+    def _counts(self) -> str:
+        return f"{self.errors} errors, {self.failed} failed checks"
+
+    def _line(self, what: str) -> None:
+        meter = tqdm.format_meter(self.done, self.total, time.monotonic() - self.started, prefix="eval",
+                                  unit="item", bar_format=PROGRESS_FORMAT, postfix=self._counts(), ascii=True)
+        print(meter + (f" — {what}" if what else ""), file=self.out, flush=True)
 
     def end_line(self) -> None:
-        if self.tty and self.total:
-            print("", file=self.out, flush=True)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+        """Leave the bar (on a TTY) as it stands, on a line of its own."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 @dataclass(frozen=True)
