@@ -9,6 +9,8 @@
 - ``cli.eval``: ``python app.py eval SET.jsonl --out DIR`` (its flags and the command; the run is
   ``workbench.batch``);
 - ``cli.eval_compare``: ``python app.py eval-compare RUN_A RUN_B`` (two eval runs paired; ``workbench.paired``);
+- ``cli.eval_export``: ``python app.py eval-export DIR --inspect LOG.eval`` (a run as inspect-ai's log;
+  ``workbench.inspect_log``);
 - ``cli.parser``: what they share (vLLM's parser class, argparse ``type=`` functions).
 
 This package imports nothing itself; import the module of the command you need.

@@ -1,6 +1,7 @@
 """``python app.py``'s own command line: the studio's flags, the upload limits, every vLLM engine
-flag, and the flags read from ``$DOTS3_STUDIO_ARGS`` (``python app.py inspect``, ``smoke``, ``eval`` and
-``eval-compare`` have their own: ``cli.inspect``, ``cli.smoke``, ``cli.eval``, ``cli.eval_compare``).
+flag, and the flags read from ``$DOTS3_STUDIO_ARGS`` (``python app.py inspect``, ``smoke``, ``eval``,
+``eval-compare`` and ``eval-export`` have their own: ``cli.inspect``, ``cli.smoke``, ``cli.eval``,
+``cli.eval_compare``, ``cli.eval_export``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "Sub-commands: `python app.py inspect FILE... --json` prints what the model sees; "
         "`python app.py smoke [--model DIR]` is a GPU smoke test (engine vs inspector token counts); "
         "`python app.py eval SET.jsonl --out DIR` evaluates a set of questions (see its --help); "
-        "`python app.py eval-compare RUN_A RUN_B` pairs two of its runs. "
+        "`python app.py eval-compare RUN_A RUN_B` pairs two of its runs; "
+        "`python app.py eval-export DIR --inspect LOG.eval` writes a run as inspect-ai's log (inspect view). "
         "--model names a checkpoint or a config-only profile folder (default: the bundled "
         "preview profile); the engine runs only with --engine inprocess or --endpoint URL. "
         f"Flags may also come from ${ENV_ARGS} (read first; the command line wins).",
@@ -73,6 +75,7 @@ def arguments(argv: Sequence[str] | None = None) -> list[str]:
     """The command line, after the flags in ``$DOTS3_STUDIO_ARGS`` (for hosts that cannot pass
     arguments, e.g. a Hugging Face Gradio Space: set it as a Space variable). Later flags win."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("inspect", "smoke", "eval", "eval-compare"):  # sub-commands: not the studio's flags
+    # sub-commands: not the studio's flags
+    if argv and argv[0] in ("inspect", "smoke", "eval", "eval-compare", "eval-export"):
         return argv
     return shlex.split(os.environ.get(ENV_ARGS, "")) + argv
