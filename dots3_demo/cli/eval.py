@@ -7,6 +7,7 @@ or ``--endpoint`` it runs in preview mode: the plans only, ``answer: null``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from dots3_demo.engine.protocol import ChatEngine
+    from dots3_demo.profiles import Profile
     from dots3_demo.workbench.batch import Progress
     from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
 
@@ -162,6 +164,16 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def batch_settings(ns: argparse.Namespace, argv: Sequence[str], profile: Profile) -> BatchSettings:
+    """The run's settings from the parsed command line (``build_parser``)."""
+    from dots3_demo.workbench.eval_results import BatchSettings
+
+    return BatchSettings(set_path=Path(ns.set), out_dir=Path(ns.out), profile=profile, seq=ns.seq,
+                         output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
+                         inspect_workers=ns.inspect_workers, max_concurrency=ns.max_concurrency,
+                         replace_answers=ns.replace_answers, argv=tuple(argv))
+
+
 def main_eval(argv: Sequence[str]) -> int:
     """``python app.py eval``; returns the exit status."""
     argv = list(argv)
@@ -171,7 +183,7 @@ def main_eval(argv: Sequence[str]) -> int:
     from dots3_demo.engine.protocol import EngineUnavailable
     from dots3_demo.profiles import ProfileError, load_profile
     from dots3_demo.workbench.batch import Progress
-    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings
+    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
 
     try:
         profile = load_profile(ns.model)
@@ -182,11 +194,7 @@ def main_eval(argv: Sequence[str]) -> int:
     if not set_path.is_file():
         print(f"eval: {set_path} is not a file", file=sys.stderr)
         return EXIT_ITEM_ERROR
-    settings = BatchSettings(set_path=set_path, out_dir=Path(ns.out), profile=profile, seq=ns.seq,
-                             output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
-                             inspect_workers=ns.inspect_workers, max_concurrency=ns.max_concurrency,
-                             replace_answers=ns.replace_answers,
-                             argv=tuple(argv))
+    settings = batch_settings(ns, argv, profile)
     progress = Progress(sys.stderr)
     try:
         with stdout_to_stderr():
