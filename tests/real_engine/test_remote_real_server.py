@@ -230,8 +230,8 @@ def test_eval_keeps_at_most_max_concurrency_requests_on_the_server(endpoint, ser
         stop.set()
         poller.join()
     assert done.returncode == 0, done.stderr[-4000:]
-    assert "8 of 8 items ran: " in done.stdout and "at most 2 requests at once" in done.stderr
     assert max(seen) == 2, sorted(set(seen))
+    assert "8 of 8 items ran: " in done.stdout and "at most 2 requests at once" in done.stderr
     deadline = time.monotonic() + 10  # the counter follows the streams' ends by a moment
     while servers.server_finished(server) - before < len(items) and time.monotonic() < deadline:
         time.sleep(0.2)
