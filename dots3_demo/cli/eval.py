@@ -8,6 +8,7 @@ the plans only, ``answer: null``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from dots3_demo.engine.protocol import ChatEngine
+    from dots3_demo.profiles import Profile
     from dots3_demo.workbench.batch import Progress
     from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
     from dots3_demo.workbench.sweep import Sweep, SweepRun
@@ -43,10 +45,13 @@ DESCRIPTION = (
     "duration) and DIR/report.html (one page, no script: the frames the model saw, the plans, the answers, the "
     "scores, the accuracy plots). Without --engine inprocess or --endpoint it runs in preview mode: the plans "
     "only, answer null. "
-    "Requests run in parallel up to the engine's capacity (--max-num-seqs in-process). A rerun with the same "
+    "At most --max-concurrency N requests are in flight at once (the name vllm bench serve uses; default the "
+    "engine's capacity: its --max-num-seqs in-process, 16 for an endpoint, which does not publish its own). A rerun "
+    "with the same "
     "--out skips the items already done and never replaces an answer with an error (unless --replace-answers); "
     "it says what it kept and replaced. Ctrl-C keeps what finished and aborts the requests in flight. stdout "
-    "gets the summary only (vLLM's log lines go to stderr). "
+    "gets the summary only (the progress, through tqdm: a bar on a terminal, a line per item else, and vLLM's log "
+    "lines go to stderr). "
     "--sweep NAME=V1,V2,... runs the set once per value of one budget setting (seq, output_reserve, max_new_tokens, "
     "audio_cap, k_mode) or sampling setting (temperature, top_p, top_k, seed, repetition_penalty), every item taking "
     "the value in place of its own, each value an ordinary run into DIR/NAME=VALUE/ (resumable), on one engine; "
@@ -62,6 +67,7 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     from dots3_demo.cli.engine import add_engine_cli_args
     from dots3_demo.cli.parser import count, new_parser
     from dots3_demo.engine.flag_cache import asks_for_help_only
+    from dots3_demo.engine.protocol import DEFAULT_REMOTE_CAPACITY
     from dots3_demo.inspection.session import default_workers
 
     parser = new_parser(prog="app.py eval", description=DESCRIPTION)
@@ -84,6 +90,13 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
                        "and DIR/sweep.html (accuracy against media tokens per item); NAME: seq, output_reserve, "
                        "max_new_tokens, audio_cap, k_mode, temperature, top_p, top_k, seed or repetition_penalty; the "
                        "value replaces an item's own setting (e.g. --sweep seq=4096,8192,16384)")
+    group.add_argument("--max-concurrency", type=count, default=None, metavar="N",
+                       help="at most N requests in flight at once (the name vllm bench serve uses). Default: the "
+                       "engine's capacity: in-process its max_num_seqs (--max-num-seqs, else vLLM's default for the "
+                       f"platform), so no request waits in vLLM's queue; with --endpoint {DEFAULT_REMOTE_CAPACITY}, "
+                       "since a server does not publish its max_num_seqs (below vLLM's default on every platform): "
+                       "raise it to what your server, or all servers behind a router, run at once. Requests over "
+                       "what the engine runs at once wait in its queue, and their TTFT counts the wait")
     group.add_argument("--replace-answers", action="store_true",
                        help="let this run's error for an id replace that id's earlier answer in --out (default: "
                        "the answer is kept, and the run says so)")
@@ -175,6 +188,16 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def batch_settings(ns: argparse.Namespace, argv: Sequence[str], profile: Profile) -> BatchSettings:
+    """The run's settings from the parsed command line (``build_parser``)."""
+    from dots3_demo.workbench.eval_results import BatchSettings
+
+    return BatchSettings(set_path=Path(ns.set), out_dir=Path(ns.out), profile=profile, seq=ns.seq,
+                         output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
+                         inspect_workers=ns.inspect_workers, max_concurrency=ns.max_concurrency,
+                         replace_answers=ns.replace_answers, argv=tuple(argv))
+
+
 def main_eval(argv: Sequence[str]) -> int:
     """``python app.py eval``; returns the exit status."""
     argv = list(argv)
@@ -184,7 +207,7 @@ def main_eval(argv: Sequence[str]) -> int:
     from dots3_demo.engine.protocol import EngineUnavailable
     from dots3_demo.profiles import ProfileError, load_profile
     from dots3_demo.workbench.batch import Progress
-    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR, BatchSettings
+    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
 
     sweep = None
     if ns.sweep is not None:
@@ -204,10 +227,7 @@ def main_eval(argv: Sequence[str]) -> int:
     if not set_path.is_file():
         print(f"eval: {set_path} is not a file", file=sys.stderr)
         return EXIT_ITEM_ERROR
-    settings = BatchSettings(set_path=set_path, out_dir=Path(ns.out), profile=profile, seq=ns.seq,
-                             output_reserve=ns.output_reserve, audio_cap=ns.audio_cap, k_mode=ns.k_mode,
-                             inspect_workers=ns.inspect_workers, replace_answers=ns.replace_answers,
-                             argv=tuple(argv))
+    settings = batch_settings(ns, argv, profile)
     progress = Progress(sys.stderr)
     if sweep is not None:
         return _main_sweep(ns, sweep, settings, progress)

@@ -1,7 +1,7 @@
 """``python app.py``'s own command line: the studio's flags, the upload limits, every vLLM engine
 flag, and the flags read from ``$DOTS3_STUDIO_ARGS`` (``python app.py inspect``, ``smoke``, ``eval``,
-``eval-compare`` and ``eval-import`` have their own: ``cli.inspect``, ``cli.smoke``, ``cli.eval``,
-``cli.eval_compare``, ``cli.eval_import``).
+``eval-compare``, ``eval-import`` and ``eval-export`` have their own: ``cli.inspect``, ``cli.smoke``, ``cli.eval``,
+``cli.eval_compare``, ``cli.eval_import``, ``cli.eval_export``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dots3_demo.inspection.video import DEFAULT_SEQ
 from dots3_demo.serving.stopping import EXIT_ENGINE_STALLED
 
 ENV_ARGS = "DOTS3_STUDIO_ARGS"
-SUB_COMMANDS = ("inspect", "smoke", "eval", "eval-compare", "eval-import")  # each with its own flags
+SUB_COMMANDS = ("inspect", "smoke", "eval", "eval-compare", "eval-import", "eval-export")  # each with its own flags
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -37,7 +37,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "value of a budget or sampling setting with --sweep; see its --help); "
         "`python app.py eval-compare RUN_A RUN_B` pairs two of its runs; "
         "`python app.py eval-import {videomme,mvbench,longvideobench} ITEMS --out SET.jsonl` makes a set of a "
-        "benchmark's items. "
+        "benchmark's items; `python app.py eval-export DIR --inspect LOG.eval` writes a run as inspect-ai's log "
+        "(inspect view). "
         "--model names a checkpoint or a config-only profile folder (default: the bundled "
         "preview profile); the engine runs only with --engine inprocess or --endpoint URL. "
         f"Flags may also come from ${ENV_ARGS} (read first; the command line wins).",

@@ -35,6 +35,13 @@ class EngineUnavailable(RuntimeError):
 CONTEXT_HINT = ("Clear the chat or shorten the conversation, lower max tokens in Sampling, or for a video "
                 "lower seq in the Budget tab.")
 
+# How many replies a server (``engine.remote``) is sent at once: the chat's concurrency, and app.py eval's
+# --max-concurrency default. A server does not publish its max_num_seqs (not in /v1/models, nor in /metrics, which
+# carries the cache config only), and a router hides how many servers stand behind it: 16 is below vLLM's default
+# max_num_seqs on every platform (128 on CPU, 256 or 1024 on a GPU), so no request waits in a lone server's queue
+# and its TTFT is the server's own.
+DEFAULT_REMOTE_CAPACITY = 16
+
 
 class RequestRefused(TurnRejected):
     """The engine or server refused a request it was sent (a 400, a prompt over the context length).

@@ -33,6 +33,7 @@ from dots3_demo.engine.promptview import (
 )
 from dots3_demo.engine.protocol import (
     CONTEXT_HINT,
+    DEFAULT_REMOTE_CAPACITY,
     EngineStatus,
     EngineUnavailable,
     PromptTokens,
@@ -139,7 +140,7 @@ class RemoteEngine:
         api_key: str | None = None,
         model: str | None = None,
         timeout: float = 600.0,
-        capacity: int = 16,
+        capacity: int = DEFAULT_REMOTE_CAPACITY,
         tokenizer_dir: str | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")

@@ -10,8 +10,8 @@ For each item of the set (``workbench.evalset``), in the set's order:
    the chat's system prompt unless the item gives one), with the item's video budget (``TurnRequest.video``),
    sampling and tools, and checked against what vLLM refuses (``engine.media.check_media_limits``);
 3. with an engine, the turn streams through ``ChatEngine.stream_turn`` inside ``contextlib.aclosing`` (a
-   request cut short — Ctrl-C — is aborted by the adapter), at most ``engine.capacity`` at once; without one
-   (preview) nothing is sent and ``answer`` is null;
+   request cut short — Ctrl-C — is aborted by the adapter), at most ``max_concurrency`` at once (default the
+   engine's capacity: :func:`request_limit`); without one (preview) nothing is sent and ``answer`` is null;
 4. the reply's text (and its tool calls) is searched for each ``expect`` string, case-insensitively, and the
    item's scorer (``workbench.scoring``; an LLM judge through ``workbench.judge``) gives it a score in [0, 1]
    with its reason; the summary gives the accuracy with 95 % intervals (``workbench.accuracy``).
@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TextIO
+
+from tqdm import tqdm  # type: ignore[import-untyped]
 
 from dots3_demo.budget import DEFAULT_SEQ, VideoSettings
 from dots3_demo.core.context import measure, media_item
@@ -89,8 +91,14 @@ EVAL_CONTEXT_HINT = ("Lower the item's max_new_tokens (or sampling.max_tokens), 
                      "serve a longer --max-model-len.")
 
 
+# tqdm's meter, with the counts the run keeps: "eval: [####....] 3/9 items, 1 errors, 0 failed checks [00:04<00:08,
+# 0.75item/s]"
+PROGRESS_FORMAT = "{desc}: [{bar:24}] {n_fmt}/{total_fmt} items{postfix} [{elapsed}<{remaining}, {rate_fmt}]"
+
+
 class Progress:
-    """Items done and the time left, on a terminal line (rewritten in place on a TTY, a line per item else)."""
+    """Items done and the time left, through tqdm (it ships with vLLM), on stderr: a bar rewritten in place on a
+    TTY; else tqdm's meter as one line per item, with what became of the item (a log keeps every line)."""
 
     def __init__(self, out: TextIO = sys.stderr) -> None:
         self.out = out
@@ -100,57 +108,53 @@ class Progress:
         self.errors = 0
         self.failed = 0
         self.started = time.monotonic()
+        self.bar: tqdm | None = None  # the TTY's bar, while the items run
 
     def say(self, text: str) -> None:
-        self.end_line()
-        print(f"eval: {text}", file=self.out, flush=True)
+        if self.bar is not None:
+            self.bar.write(f"eval: {text}", file=self.out)  # above the bar, which is drawn again below it
+        else:
+            print(f"eval: {text}", file=self.out, flush=True)
 
     def start(self, total: int) -> None:
-        self.total, self.done, self.started = total, 0, time.monotonic()
-        if total:
-            self._draw("")
+        self.end_line()
+        self.total, self.done, self.errors, self.failed, self.started = total, 0, 0, 0, time.monotonic()
+        if not total:
+            return
+        if self.tty:
+            self.bar = tqdm(total=total, file=self.out, desc="eval", unit="item", bar_format=PROGRESS_FORMAT,
+                            postfix=self._counts(), dynamic_ncols=True)
+        else:
+            self._line("")
 
     def item(self, result: EvalResult) -> None:
         self.done += 1
         self.errors += result.error is not None
         self.failed += result.error is None and result.passed is False
-        what = f"{result.key}: " + (
+        if self.bar is not None:
+            self.bar.set_postfix_str(self._counts(), refresh=False)
+            self.bar.update(1)
+            return
+        self._line(f"{result.key}: " + (
             f"error: {result.error}" if result.error is not None
             else f"failed: {result.score.reason}" if result.score is not None and result.passed is False
             else f"missing {', '.join(map(repr, result.failed_checks))}" if result.failed_checks
             else status_word(result)
-            + (f" ({result.score.reason})" if result.score is not None and result.passed else ""))
-        self._draw(what)
+            + (f" ({result.score.reason})" if result.score is not None and result.passed else "")))
 
-    def _draw(self, what: str) -> None:
-        elapsed = time.monotonic() - self.started
-        left = ""
-        if 0 < self.done < self.total:
-            left = f", ~{_duration(elapsed / self.done * (self.total - self.done))} left"
-        width = 24
-        filled = width * self.done // self.total if self.total else width
-        bar = "#" * filled + "." * (width - filled)
-        line = (f"[{bar}] {self.done}/{self.total} items, {self.errors} errors, {self.failed} failed checks"
-                f"{left}")
-        if self.tty:
-            print(f"\r\x1b[2K{line}", end="", file=self.out, flush=True)
-        else:
-            print(f"eval: {line}" + (f" — {what}" if what else ""), file=self.out, flush=True)
+    def _counts(self) -> str:
+        return f"{self.errors} errors, {self.failed} failed checks"
+
+    def _line(self, what: str) -> None:
+        meter = tqdm.format_meter(self.done, self.total, time.monotonic() - self.started, prefix="eval",
+                                  unit="item", bar_format=PROGRESS_FORMAT, postfix=self._counts(), ascii=True)
+        print(meter + (f" — {what}" if what else ""), file=self.out, flush=True)
 
     def end_line(self) -> None:
-        if self.tty and self.total:
-            print("", file=self.out, flush=True)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+        """Leave the bar (on a TTY) as it stands, on a line of its own."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,15 @@ def eval_media_advice(refused: MediaRefused) -> str:
             f"(--limit-mm-per-prompt), the item holds {refused.count}: split the item, or raise the limit")
 
 
+def request_limit(settings: BatchSettings, engine: ChatEngine | None) -> int | None:
+    """How many requests are in flight at once: ``--max-concurrency``, else the engine's capacity (in-process its
+    ``max_num_seqs``, so none waits in vLLM's queue; remote ``engine.remote.DEFAULT_REMOTE_CAPACITY``, a server
+    does not say its own). None in preview (nothing is sent)."""
+    if engine is None:
+        return None
+    return max(1, settings.max_concurrency or engine.capacity)
+
+
 class _Runner:
     def __init__(self, settings: BatchSettings, engine: ChatEngine | None, progress: Progress, run_id: str,
                  context_len: int | None = None, memo: PlanMemo | None = None) -> None:
@@ -307,9 +320,10 @@ class _Runner:
         self.session_id = run_id
         workers = max(1, settings.inspect_workers)
         self.planning = asyncio.Semaphore(workers)
-        self.requests = asyncio.Semaphore(max(1, engine.capacity)) if engine is not None else None
+        limit = request_limit(settings, engine)
+        self.requests = asyncio.Semaphore(limit) if limit is not None else None
         # items under way at once: enough to keep the engine and the inspection workers busy, in the set's order
-        self.slots = asyncio.Semaphore(workers + (max(1, engine.capacity) if engine is not None else 0))
+        self.slots = asyncio.Semaphore(workers + (limit or 0))
         self.results: dict[int, EvalResult] = {}  # by line
         self.thumbs: dict[int, tuple[tuple[Thumbnail, ...], ...]] = {}
         self.file = ResultsFile(settings.out_dir / RESULTS_NAME)
@@ -466,9 +480,11 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             progress.say("starting the engine…")
         await engine.start()
     facts = await engine_facts(engine)
+    limit = request_limit(settings, engine)
     if engine is not None:
         version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM version not reported"
-        progress.say(f"engine: {facts.label} · model {facts.model or 'not reported'} · {version}")
+        progress.say(f"engine: {facts.label} · model {facts.model or 'not reported'} · {version} · at most {limit} "
+                     "requests at once")
     default_seq = settings.seq or (engine.max_model_len if engine is not None else None) or DEFAULT_SEQ
     defaults = SetDefaults(seq=default_seq, output_reserve=settings.output_reserve, audio_cap=settings.audio_cap,
                            k_mode=settings.k_mode, forced=settings.forced)
@@ -502,7 +518,8 @@ async def evaluate(settings: BatchSettings, engine: ChatEngine | None, progress:
             set=str(settings.set_path), argv=settings.argv, engine=facts,
             defaults={"seq": default_seq, "output_reserve": settings.output_reserve, "audio_cap": settings.audio_cap,
                       "k_mode": settings.k_mode, "profile": settings.profile.name,
-                      "inspect_workers": settings.inspect_workers, "replace_answers": settings.replace_answers,
+                      "inspect_workers": settings.inspect_workers,
+                      "max_concurrency": limit, "replace_answers": settings.replace_answers,
                       "cluster": header.cluster,
                       "sweep": asdict(settings.forced) if settings.forced is not None else None},
             items=len(entries), ran=len(runner.results), earlier=sum(1 for _, was in merged.rows if was),

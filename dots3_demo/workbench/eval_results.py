@@ -337,6 +337,7 @@ class BatchSettings:
     audio_cap: float = 1.0
     k_mode: str = "eval_ek"
     inspect_workers: int = 1
+    max_concurrency: int | None = None  # requests in flight at once; None: the engine's capacity
     replace_answers: bool = False  # a new error may replace an earlier answer of the same id
     argv: tuple[str, ...] = ()  # the command line after ``app.py eval``, for run.json
     forced: Forced | None = None  # a sweep's value: every item takes it in place of its own (``workbench.sweep``)

@@ -2,7 +2,8 @@
 ``python -m vllm.entrypoints.openai.api_server --model M --enable-auto-tool-choice --tool-call-parser dots``
 (with vLLM's default flags otherwise: no ``--trust-request-mm-kwargs``) and ``--max-model-len 512``.
 
-The studio's chat layer (``dots3_demo.ui.chat``) drives ``RemoteEngine`` here as the UI does.
+The studio's chat layer (``dots3_demo.ui.chat``) drives ``RemoteEngine`` here as the UI does; ``app.py eval
+--endpoint`` runs against the server as an operator starts it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -195,3 +200,43 @@ def test_an_exported_remote_session_records_the_servers_vllm(endpoint, tmp_path)
         record = rec.import_zip(exported.zip_path, tmp_path / f"in-{len(expected)}")
         assert record.vllm_version == expected and f"vLLM {expected}" in exported.html_path.read_text()
     assert run(session_files.engine_vllm_version(None)) is None  # preview / in-process: the vLLM installed here
+
+
+def test_eval_keeps_at_most_max_concurrency_requests_on_the_server(endpoint, server, tmp_path):
+    """``app.py eval --endpoint … --max-concurrency 2``: the server itself never holds more than 2 of the run's
+    8 requests (running + waiting, its /metrics polled every 20 ms), and holds 2 at some point (the run is
+    parallel, not one at a time). Without the limit (the default, 16) all 8 would be in the server at once."""
+    items = [{"id": f"q{n}", "media": [], "prompt": f"Tell a story number {n}.",
+              "sampling": {"max_tokens": 64, "temperature": 0}} for n in range(8)]  # greedy: seldom ends early
+    set_path = tmp_path / "set.jsonl"
+    set_path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    seen: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            seen.append(servers.server_requests(server))
+            time.sleep(0.02)
+
+    before = servers.server_finished(server)
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        done = subprocess.run([sys.executable, "app.py", "eval", str(set_path), "--out", str(tmp_path / "out"),
+                               "--endpoint", endpoint, "--max-concurrency", "2"], cwd=servers.ROOT,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
+    finally:
+        stop.set()
+        poller.join()
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert max(seen) == 2, sorted(set(seen))
+    assert "8 of 8 items ran: " in done.stdout and "at most 2 requests at once" in done.stderr
+    deadline = time.monotonic() + 10  # the counter follows the streams' ends by a moment
+    while servers.server_finished(server) - before < len(items) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert servers.server_finished(server) - before == len(items)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert all(r["error"] is None and 0 < r["output_tokens"] <= 64 for r in rows), rows
+    (record,) = json.loads((tmp_path / "out" / "run.json").read_text())["runs"]
+    assert record["defaults"]["max_concurrency"] == 2 and "--max-concurrency" in record["argv"]

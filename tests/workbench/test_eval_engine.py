@@ -1,7 +1,7 @@
 """Batch evaluation against the studio's ``InProcessEngine`` over the scripted double of vLLM's ``AsyncLLM``
 (``support/doubles.py``): the answers and checks, the request the chat would send, requests in parallel up to
-the engine's capacity, and Ctrl-C (a real SIGINT) leaving a valid ``results.jsonl`` with the requests in
-flight aborted."""
+``--max-concurrency`` (by default the engine's capacity), and Ctrl-C (a real SIGINT) leaving a valid
+``results.jsonl`` with the requests in flight aborted."""
 
 from __future__ import annotations
 
@@ -120,7 +120,12 @@ def test_an_item_the_engine_refuses_is_its_error(tmp_path, profile, picture):
     assert run.summary.exit_status == 2 and len(double.generated) == 1
 
 
-def test_requests_run_in_parallel_up_to_the_engine_capacity(tmp_path, profile):
+@pytest.mark.parametrize("max_concurrency", [None, 1, 3])
+def test_requests_run_in_parallel_up_to_max_concurrency_by_default_the_engine_capacity(tmp_path, profile,
+                                                                                        max_concurrency):
+    """``--max-concurrency`` below and above the engine's 2 sequences (above: vLLM queues the rest); none given:
+    the engine's capacity."""
+    limit = max_concurrency or 2
     in_flight: list[int] = []
 
     def script(_engine_input):
@@ -131,22 +136,39 @@ def test_requests_run_in_parallel_up_to_the_engine_capacity(tmp_path, profile):
     engine = scripted_engine(double, max_num_seqs=2)
     set_path = write_set(tmp_path / "set.jsonl", [{"id": f"q{i}", "media": [], "prompt": f"question {i}"}
                                                   for i in range(6)])
+    said = io.StringIO()
 
     async def scenario() -> EvalRun:
-        settings = BatchSettings(set_path=set_path, out_dir=tmp_path / "out", profile=profile, seq=8192)
-        task = asyncio.ensure_future(evaluate(settings, engine, Progress(io.StringIO())))
-        while len(double.generated) < 2:
+        settings = BatchSettings(set_path=set_path, out_dir=tmp_path / "out", profile=profile, seq=8192,
+                                 max_concurrency=max_concurrency)
+        task = asyncio.ensure_future(evaluate(settings, engine, Progress(said)))
+        deadline = time.monotonic() + 10
+        while len(double.generated) < limit and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        for _ in range(20):  # give a third request every chance to start
+        for _ in range(20):  # give one more request every chance to start
             await asyncio.sleep(0.01)
-        assert len(double.generated) == 2
+        assert len(double.generated) == limit
         double.released.set()
         return await task
 
     run = asyncio.run(scenario())
-    assert max(in_flight) == 2 and len(double.generated) == 6
+    assert max(in_flight) == limit and len(double.generated) == 6
     assert [prompt_of(g[0]) for g in double.generated] == [f"question {i}" for i in range(6)]  # the set's order
     assert [r["answer"] for r in results(tmp_path / "out")] == ["ab"] * 6 and run.summary.exit_status == 0
+    assert f"at most {limit} requests at once" in said.getvalue()
+    (record,) = json.loads((tmp_path / "out" / "run.json").read_text())["runs"]
+    assert record["defaults"]["max_concurrency"] == limit
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "two"])
+def test_a_bad_max_concurrency_is_a_clear_usage_error(tmp_path, bad, capsys):
+    set_path = write_set(tmp_path / "set.jsonl", [{"id": "q", "media": [], "prompt": "?"}])
+    with pytest.raises(SystemExit) as exited:
+        main_eval([str(set_path), "--out", str(tmp_path / "out"), "--max-concurrency", bad])
+    assert exited.value.code == 2 and not (tmp_path / "out").exists()
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said == "app.py eval: error: argument --max-concurrency: " + (
+        f"not a whole number: {bad!r}" if bad == "two" else f"must be 1 or more, not {bad}")
 
 
 def test_ctrl_c_keeps_what_finished_aborts_what_was_in_flight_and_a_rerun_does_the_rest(tmp_path, profile,

@@ -110,6 +110,50 @@ def test_a_bad_item_is_its_own_one_line_error_and_the_run_goes_on(preview):
     assert "9/9 items, 6 errors" in stderr
 
 
+def test_progress_off_a_terminal_is_tqdms_meter_a_line_per_item(preview):
+    """stderr is not a TTY here (a StringIO): one meter line at the start and one per item, each with what became
+    of the item; the counts grow to the run's."""
+    _, stdout, stderr, _ = preview
+    meters = [line for line in stderr.splitlines() if line.startswith("eval: [")]
+    assert len(meters) == 1 + len(ITEMS) and "\r" not in stderr and "eval: [" not in stdout
+    assert meters[0] == "eval: [                        ] 0/9 items, 0 errors, 0 failed checks [00:00<?, ?item/s]"
+    keys = {line.split(" — ", 1)[1].split(": ", 1)[0] for line in meters[1:]}
+    assert keys == {"video", "image+audio", "missing", "line 4", "unknown", "mixed", "not-a-video", "line 8", "text"}
+    assert [int(line.split("/9 items")[0].rsplit(" ", 1)[1]) for line in meters] == list(range(10))
+    assert meters[-1].startswith("eval: [########################] 9/9 items, 6 errors, 0 failed checks [")
+    assert any(line.endswith(" — line 8: error: duplicate id 'video' (first on line 1)") for line in meters)
+
+
+def test_progress_on_a_terminal_is_one_bar_drawn_again_in_place():
+    """On a TTY tqdm draws one bar, rewritten in place (carriage returns, no line per item); a message said while it
+    runs goes on a line of its own above it; the bar ends on its own line with the run's counts."""
+    from dots3_demo.core.records import Answer
+    from dots3_demo.workbench.batch import Progress
+    from dots3_demo.workbench.eval_results import EvalResult, checks_for
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    progress = Progress(out)
+    progress.say("engine: ready")
+    progress.start(3)
+    answer = Answer(text="the answer")
+    progress.item(EvalResult(id="a", line=1, answer=answer, checks=checks_for(["answer"], answer)))
+    progress.say("a message")
+    progress.item(EvalResult(id="b", line=2, error="the engine failed"))
+    progress.item(EvalResult(id="c", line=3, answer=answer, checks=checks_for(["nowhere"], answer)))
+    progress.end_line()
+    progress.say("done")
+    text = out.getvalue()
+    assert text.startswith("eval: engine: ready\n\r") and text.endswith("\neval: done\n")
+    assert "\reval: a message\n" in text and " — " not in text  # no per-item lines on a terminal
+    drawn = [part for part in text.split("\r") if part.startswith("eval: [")]
+    assert len(drawn) >= 2 and drawn[-1].endswith("item/s]\neval: done\n")  # the bar's last state, then a newline
+    assert drawn[-1].startswith("eval: [########################] 3/3 items, 1 errors, 1 failed checks [")
+
+
 def test_preview_answers_nothing_and_says_so_once(preview):
     _, stdout, stderr, out = preview
     assert stderr.count(PREVIEW_NOTE) == 1
@@ -217,6 +261,7 @@ def test_help_names_the_command_its_flags_and_the_engine_flags():
     text = build_parser(["--help"]).format_help()
     assert text.startswith("usage: app.py eval")
     for words in ("SET.jsonl", "--out DIR", "--seq", "--inspect-workers", "preview mode", "--endpoint",
+                  "--max-concurrency N", "the name vllm bench serve uses", "16 for an endpoint",
                   "--max-num-seqs", "Exit status: 0 every item ran, 1 an item scored below 1 (an expect string was "
                   "not found), 2 an item had an error", "choice", "tool_call", "judge", "cluster"):
         assert words in " ".join(text.split()), words
