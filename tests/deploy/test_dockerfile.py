@@ -144,9 +144,41 @@ def _closure(names: set[str]) -> set[str]:
     return seen
 
 
+# Imported only inside the function of an optional command, which says in one line what to install when it is
+# missing (exit 2); the tests install them (requirements-dev.txt). Not in the image.
+OPTIONAL_IMPORTS = {
+    "inspect_ai": "app.py eval-export --inspect (workbench/inspect_log.py)",
+    "pyarrow": "app.py eval-import of a parquet file (workbench/importers.py)",
+}
+
+
+def _module_level_imports(source: Path) -> set[str]:
+    """The top-level modules ``source`` imports outside any function (what importing it imports)."""
+    names: set[str] = set()
+    todo = list(ast.parse(source.read_text(), str(source)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def test_optional_imports_are_made_only_when_their_command_runs():
+    sources = [ROOT / "app.py", *sorted((ROOT / "dots3_demo").rglob("*.py"))]
+    eager = {str(source.relative_to(ROOT)): sorted(_module_level_imports(source) & set(OPTIONAL_IMPORTS))
+             for source in sources}
+    assert not {path: names for path, names in eager.items() if names}
+
+
 def test_runtime_requirements_cover_every_import_of_the_app():
-    """What app.py and dots3_demo import comes with the runtime requirements, not with test tools."""
+    """What app.py and dots3_demo import comes with the runtime requirements, not with test tools (the optional
+    commands' packages excepted: ``OPTIONAL_IMPORTS``)."""
     _, third_party = _local_and_imported_modules()
+    third_party -= set(OPTIONAL_IMPORTS)
     runtime = set(files.requirement_names(files.runtime_lines(files.REQUIREMENTS.read_text())))
     provided = _closure(runtime)
     by_module = importlib.metadata.packages_distributions()
