@@ -132,7 +132,7 @@ def plot_png(breakdown: Breakdown, overall: Estimate) -> bytes:
     means = [g.estimate.mean for g in breakdown.groups]
     below = [g.estimate.mean - g.estimate.low if g.estimate.low is not None else 0.0 for g in breakdown.groups]
     above = [g.estimate.high - g.estimate.mean if g.estimate.high is not None else 0.0 for g in breakdown.groups]
-    figure = Figure(figsize=(max(4.0, 0.9 * len(names) + 1.5), 3.0), dpi=90)
+    figure = Figure(figsize=(max(4.0, 0.9 * len(names) + 1.5), 3.0), dpi=90, facecolor="white")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     axes.bar(range(len(names)), means, yerr=[below, above], capsize=4, color="#4c78a8")
@@ -145,5 +145,5 @@ def plot_png(breakdown: Breakdown, overall: Estimate) -> bytes:
     axes.legend(fontsize=8, loc="lower right")
     figure.tight_layout()
     out = io.BytesIO()
-    figure.savefig(out, format="png")
+    figure.savefig(out, format="png", transparent=False, facecolor="white")  # opaque whatever rcParams say
     return out.getvalue()

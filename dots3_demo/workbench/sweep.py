@@ -334,7 +334,7 @@ def _curve_png(title: str, series: Sequence[tuple[str, Sequence[tuple[float, Est
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(6.4, 3.6), dpi=90)
+    figure = Figure(figsize=(6.4, 3.6), dpi=90, facecolor="white")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for label, points in series:
@@ -355,7 +355,7 @@ def _curve_png(title: str, series: Sequence[tuple[str, Sequence[tuple[float, Est
         axes.legend(fontsize=8, loc="best")
     figure.tight_layout()
     out = io.BytesIO()
-    figure.savefig(out, format="png")
+    figure.savefig(out, format="png", transparent=False, facecolor="white")  # opaque whatever rcParams say
     return out.getvalue()
 
 
@@ -366,7 +366,7 @@ def _cost_png(report: SweepReport) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(max(4.0, 0.9 * len(report.rows) + 1.5), 3.0), dpi=90)
+    figure = Figure(figsize=(max(4.0, 0.9 * len(report.rows) + 1.5), 3.0), dpi=90, facecolor="white")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     heights = [r.media_tokens_per_item or 0.0 for r in report.rows]
@@ -377,7 +377,7 @@ def _cost_png(report: SweepReport) -> bytes:
     axes.set_title(f"media tokens per item by {report.name} (the plans)", fontsize=10)
     figure.tight_layout()
     out = io.BytesIO()
-    figure.savefig(out, format="png")
+    figure.savefig(out, format="png", transparent=False, facecolor="white")  # opaque whatever rcParams say
     return out.getvalue()
 
 

@@ -111,3 +111,22 @@ def test_a_preview_sweep_page_shows_the_cost_of_each_value(chromium, shots_dir, 
     assert written[0]["media_tokens"] != written[1]["media_tokens"]
     assert "the cost side alone" in text and text.count("accuracy") == 1  # the banner's "no accuracy" only
     assert [u for u in requests if not u.startswith("data:")] == [done.html_path.as_uri()]
+
+
+def test_the_plots_are_drawn_whole_after_another_figure_left_matplotlib_transparent(chromium, shots_dir, tmp_path,
+                                                                                     monkeypatch):
+    """The studio's figures draw in Gradio's worker threads under ``matplotlib.rc_context`` (transparent figures),
+    which is not thread-safe: a run of the suite left ``savefig.transparent`` on, and the sweep's plots came out
+    transparent (CI failed the first test of this file). The sweep's and the report's plots are opaque whatever
+    the global settings say."""
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "savefig.transparent", True)
+    monkeypatch.setitem(matplotlib.rcParams, "figure.facecolor", "none")
+    monkeypatch.setitem(matplotlib.rcParams, "axes.facecolor", "none")
+    rows = (sweep_row("2048", "seq=2048", [scored("q1", 1.0, 300, "ocr"), scored("q2", 0.0, 500, "count")], 2),
+            sweep_row("8192", "seq=8192", [scored("q1", 1.0, 900, "ocr"), scored("q2", 1.0, 1100, "count")], 2))
+    report = SweepReport(name="seq", values=("2048", "8192"), set="set.jsonl", preview=False, cluster=None, rows=rows)
+    _, html_path = write_sweep(report, tmp_path)
+    images, _, _, _ = open_page(chromium, html_path, shots_dir / "sweep-after-transparent.png")
+    assert images and all(whole for whole, _, _ in images)
