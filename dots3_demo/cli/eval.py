@@ -13,9 +13,9 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dots3_demo.budget import DEFAULT_SEQ, K_MODES
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from dots3_demo.workbench.batch import Progress
     from dots3_demo.workbench.eval_results import BatchSettings, EvalRun
     from dots3_demo.workbench.sweep import Sweep, SweepRun
+
+T = TypeVar("T")
 
 DESCRIPTION = (
     "Batch evaluation: every line of SET.jsonl (one JSON object: id, media, prompt, and optionally system, "
@@ -104,25 +106,37 @@ def build_parser(argv: Sequence[str] = ()) -> FlexibleArgumentParser:
     return parser
 
 
-async def _run(settings: BatchSettings, engine: ChatEngine | None, progress: Progress) -> EvalRun:
-    from dots3_demo.workbench.batch import evaluate
-
+async def _shut_down_after(engine: ChatEngine | None, work: Callable[[ChatEngine | None], Awaitable[T]]) -> T:
     try:
-        return await evaluate(settings, engine, progress)
+        return await work(engine)
     finally:
         if engine is not None:
             await engine.shutdown()
 
 
-async def _run_sweep(sweep: Sweep, settings: BatchSettings, engine: ChatEngine | None,
-                     progress: Progress) -> SweepRun:
-    from dots3_demo.workbench.sweep import run_sweep
+def _with_engine(ns: Any, settings: BatchSettings, progress: Progress, interrupted: str,
+                 work: Callable[[ChatEngine | None], Awaitable[T]]) -> T | int:
+    """``work`` on the command line's engine (None: preview), shut down after it, vLLM's log lines on stderr; what
+    ``work`` returns, or the exit status with one line on stderr: ``interrupted`` after Ctrl-C, the reason when the
+    engine is not available or the output folder cannot be written."""
+    from dots3_demo.cli.engine import build_engine
+    from dots3_demo.engine.protocol import EngineUnavailable
+    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
 
     try:
-        return await run_sweep(sweep, settings, engine, progress)
-    finally:
-        if engine is not None:
-            await engine.shutdown()
+        with stdout_to_stderr():
+            engine = build_engine(ns)
+            return asyncio.run(_shut_down_after(engine, work))
+    except KeyboardInterrupt:
+        progress.end_line()
+        print(f"eval: interrupted: {interrupted}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EngineUnavailable as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
+    except OSError as exc:
+        print(f"eval: {exc.strerror or exc}: {exc.filename or settings.out_dir}", file=sys.stderr)
+        return EXIT_ITEM_ERROR
 
 
 def _seconds(value: float | None) -> str:
@@ -203,11 +217,9 @@ def main_eval(argv: Sequence[str]) -> int:
     argv = list(argv)
     ns = build_parser(argv).parse_args(argv)
 
-    from dots3_demo.cli.engine import build_engine
-    from dots3_demo.engine.protocol import EngineUnavailable
     from dots3_demo.profiles import ProfileError, load_profile
     from dots3_demo.workbench.batch import Progress
-    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
+    from dots3_demo.workbench.eval_results import EXIT_ITEM_ERROR
 
     sweep = None
     if ns.sweep is not None:
@@ -231,22 +243,14 @@ def main_eval(argv: Sequence[str]) -> int:
     progress = Progress(sys.stderr)
     if sweep is not None:
         return _main_sweep(ns, sweep, settings, progress)
-    try:
-        with stdout_to_stderr():
-            engine = build_engine(ns)
-            run = asyncio.run(_run(settings, engine, progress))
-    except KeyboardInterrupt:
-        progress.end_line()
-        print(f"eval: interrupted: the items that finished are in {settings.out_dir / 'results.jsonl'} (and "
-              "report.html); the requests in flight were aborted; rerun the same command to run the rest",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except EngineUnavailable as exc:
-        print(f"eval: {exc}", file=sys.stderr)
-        return EXIT_ITEM_ERROR
-    except OSError as exc:
-        print(f"eval: {exc.strerror or exc}: {exc.filename or settings.out_dir}", file=sys.stderr)
-        return EXIT_ITEM_ERROR
+    from dots3_demo.workbench.batch import evaluate
+
+    run = _with_engine(ns, settings, progress,
+                       f"the items that finished are in {settings.out_dir / 'results.jsonl'} (and report.html); the "
+                       "requests in flight were aborted; rerun the same command to run the rest",
+                       lambda engine: evaluate(settings, engine, progress))
+    if isinstance(run, int):
+        return run
     for line in summary_lines(run):
         print(line, flush=True)
     return run.summary.exit_status
@@ -273,26 +277,14 @@ def sweep_lines(sweep: SweepRun) -> list[str]:
 def _main_sweep(ns: Any, sweep: Sweep, settings: BatchSettings, progress: Progress) -> int:
     """``app.py eval --sweep``: every value's run on one engine, then the sweep's report; returns the exit status (the
     worst of the values')."""
-    from dots3_demo.cli.engine import build_engine
-    from dots3_demo.engine.protocol import EngineUnavailable
-    from dots3_demo.workbench.eval_results import EXIT_INTERRUPTED, EXIT_ITEM_ERROR
+    from dots3_demo.workbench.sweep import run_sweep
 
-    try:
-        with stdout_to_stderr():
-            engine = build_engine(ns)
-            done = asyncio.run(_run_sweep(sweep, settings, engine, progress))
-    except KeyboardInterrupt:
-        progress.end_line()
-        print(f"eval: interrupted: the values that finished, and the items that finished of the one under way, are in "
-              f"{settings.out_dir}/{sweep.name}=VALUE/; rerun the same command to run the rest and write the sweep "
-              "report", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except EngineUnavailable as exc:
-        print(f"eval: {exc}", file=sys.stderr)
-        return EXIT_ITEM_ERROR
-    except OSError as exc:
-        print(f"eval: {exc.strerror or exc}: {exc.filename or settings.out_dir}", file=sys.stderr)
-        return EXIT_ITEM_ERROR
+    done = _with_engine(ns, settings, progress,
+                        f"the values that finished, and the items that finished of the one under way, are in "
+                        f"{settings.out_dir}/{sweep.name}=VALUE/; rerun the same command to run the rest and write the "
+                        "sweep report", lambda engine: run_sweep(sweep, settings, engine, progress))
+    if isinstance(done, int):
+        return done
     for forced, run in zip(sweep.values, done.runs, strict=True):
         for line in summary_lines(run):
             print(f"eval: {sweep.folder(forced)}: {line.removeprefix('eval: ')}", file=sys.stderr)
