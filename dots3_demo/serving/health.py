@@ -34,6 +34,7 @@ from typing import Any
 
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.serving.cancels import guard_cancels
+from dots3_demo.serving.capacity import follow_engine_capacity
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,8 @@ def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine
                            start_engine: bool = False) -> dict[str, Any]:
     """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up, puts
     the late-Stop guard in front of Gradio's ``/cancel`` (``dots3_demo.serving.cancels``) and, with
-    ``start_engine``, begins loading the engine in the background on the server's loop.
+    ``start_engine``, begins loading the engine in the background on the server's loop; once the engine is ready,
+    the chat's concurrency limit becomes its capacity (``dots3_demo.serving.capacity``).
 
     ``launch()`` builds a new FastAPI app each time; its lifespan runs before uvicorn serves a
     request, so the routes are there from the first probe. A lifespan already in ``app_kwargs``
@@ -133,16 +135,21 @@ def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine
     """
     kwargs = dict(app_kwargs or {})
     inner: Lifespan | None = kwargs.get("lifespan")
-    starting: set[asyncio.Task[None]] = set()  # a strong reference until the start finishes
+    starting: set[asyncio.Task[Any]] = set()  # strong references until each task finishes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[Any]:
         mount_health_routes(app, engine, profile_name)
         guard_cancels(app)
+        loop = asyncio.get_running_loop()
         if start_engine and engine is not None and engine.status.state == "idle":
-            task = asyncio.get_running_loop().create_task(_start_quietly(engine))
+            task = loop.create_task(_start_quietly(engine))
             starting.add(task)
             task.add_done_callback(starting.discard)
+        if engine is not None:  # the chat's replies at once follow vLLM's resolved max_num_seqs once it is known
+            following = loop.create_task(follow_engine_capacity(app.get_blocks(), engine))
+            starting.add(following)
+            following.add_done_callback(starting.discard)
         if inner is None:
             yield None
         else:
