@@ -501,6 +501,11 @@ def start_failure_message(exc: BaseException, lines: list[str]) -> str:
 
 
 def _default_factory(engine_args: Any) -> Any:
+    """vLLM's engine for ``engine_args``, built as ``vllm serve`` builds its own (the OpenAI server's usage context):
+    the defaults vLLM picks by context — ``max_num_seqs`` and ``max_num_batched_tokens``, e.g. 1,024 and 8,192 on an
+    H100 or H200 against 128 and 2,048 for an engine built without one — are those of the server the studio is
+    compared with (``benchmarks.serve_bench``) and that an operator tuned on."""
+    from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    return AsyncLLM.from_engine_args(engine_args)
+    return AsyncLLM.from_engine_args(engine_args, usage_context=UsageContext.OPENAI_API_SERVER)

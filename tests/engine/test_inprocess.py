@@ -238,6 +238,32 @@ def test_lifecycle_status_capacity_and_shutdown():
     asyncio.run(main())
 
 
+def test_vllms_own_engine_is_built_as_vllm_serve_builds_it_and_its_start_up_heap_frozen(monkeypatch):
+    """Without a factory the adapter builds vLLM's ``AsyncLLM`` with the OpenAI server's usage context (vLLM picks
+    ``max_num_seqs`` / ``max_num_batched_tokens`` defaults by context: 1,024 / 8,192 for ``vllm serve`` on an H100,
+    128 / 2,048 without one), then freezes what the start made, as vLLM's server does."""
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from dots3_demo import vllm_compat
+
+    calls, frozen = [], []
+    double = ScriptedAsyncLLM(["x"])
+
+    def from_engine_args(engine_args, **kwargs):
+        calls.append((engine_args, kwargs))
+        return double
+
+    monkeypatch.setattr(AsyncLLM, "from_engine_args", staticmethod(from_engine_args))
+    monkeypatch.setattr(vllm_compat, "freeze_gc_heap", lambda: frozen.append(True))
+    args = _Args()
+    engine = InProcessEngine(args)
+    asyncio.run(engine.start())
+    assert engine.status.state == "ready" and engine.engine is double
+    assert calls == [(args, {"usage_context": UsageContext.OPENAI_API_SERVER})]
+    assert frozen == [True]
+
+
 def test_failed_start_is_reported():
     async def main():
         def boom(args):
