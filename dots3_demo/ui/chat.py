@@ -336,12 +336,13 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
     last = 0.0
     current = sent
     replies = sent.reply_count  # this reply's number, once it has a message
+    folds = chat_views.Folds()  # the figures line's folds, made once for the reply rather than at every step
 
     def snapshot(error: str = "") -> ChatSession:
         """The session with the reply as it stands: its message, bubbles and calls and, once it has a message,
         its :class:`Answer` (finish None until it finishes, so a stopped reply keeps one) and mark; its figures
         line is the reply's, stopped here (what stays after a Stop or a closed tab)."""
-        stopped = chat_views.figures_md(reply, sent.media, budget_note=note, stopped=True)
+        stopped = chat_views.figures_md(reply, sent.media, budget_note=note, stopped=True, folds=folds)
         shown = replace(sent, display=sent.display + tuple(chat_views.answer_bubbles(reply)),
                         tools=sent.tools + reply.tool_records(), figures=stopped)
         message = reply.engine_message()
@@ -376,7 +377,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
                     if reply.structural(before) or now - last >= pacer.interval(reply.size()):
                         last = now
                         current = snapshot()
-                        yield ChatView(current, chat_views.figures_md(reply, sent.media))
+                        yield ChatView(current, chat_views.figures_md(reply, sent.media, folds=folds))
     except RequestRefused as exc:
         yield broke("⚠ Refused — not an engine failure", str(exc), f"⚠ {views.esc(exc)}")
         return
@@ -393,7 +394,7 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         yield broke("⚠ The engine failed during this reply", detail, f"⚠ engine error: {views.esc(detail)}")
         return
     current = snapshot()
-    figures = chat_views.figures_md(reply, sent.media, budget_note=note)
+    figures = chat_views.figures_md(reply, sent.media, budget_note=note, folds=folds)
     if pending_calls(current):
         figures += ("  \n**The model called a tool** — type a result and press *Send tool result*, or "
                     "*Run example tool*, to continue the turn.")

@@ -183,13 +183,38 @@ STOPPED = "⏹ stopped"  # how the figures line begins for a reply stopped befor
 STOPPED_BEFORE_REPLY = f"{STOPPED} before the model answered"
 
 
+class Folds:
+    """The figures line's two folds for one reply, each made once: the prompt as the engine got it and the request
+    as sent do not change while the reply streams, and making them (the prompt token by token as HTML; the request
+    as curl, Python and JSON) cost more than the rest of each streamed step's line. Keyed by the objects' identity:
+    a reply's stats carry the same ones from its first output to its end."""
+
+    def __init__(self) -> None:
+        self._view: object = None
+        self._view_md = ""
+        self._request: object = None
+        self._request_md = ""
+
+    def fold_md(self, view: Any) -> str:
+        if view is not self._view or view is None:
+            self._view, self._view_md = view, prompt_view.fold_md(view)
+        return self._view_md
+
+    def request_md(self, request: Any) -> str:
+        if request is not self._request or request is None:
+            self._request, self._request_md = request, prompt_view.request_md(request)
+        return self._request_md
+
+
 def figures_md(reply: Reply, media: tuple[MediaItem, ...], *, budget_note: str = "",
-               stopped: bool = False) -> str:
+               stopped: bool = False, folds: Folds | None = None) -> str:
     """The figures line under the chat: the engine's figures for ``reply``, its prompt tokens against the
     inspector's for ``media``, the reply's notices and ``budget_note``. ``stopped``: the line for the reply
     ending where it stands (Stop, a closed tab) — it begins ``⏹ stopped`` rather than ending ``streaming…``,
-    unless the engine had in fact finished it (it gave a finish reason)."""
+    unless the engine had in fact finished it (it gave a finish reason). ``folds``: the reply's folds, made once
+    (:class:`Folds`; without it they are made here)."""
     s = reply.stats
+    folds = folds or Folds()
     stopped = stopped and not reply.finish_reason
     parts = [STOPPED] if stopped else []
     parts.append(f"TTFT **{s.ttft_s:.2f} s**" if s.ttft_s is not None else "TTFT —")
@@ -218,8 +243,8 @@ def figures_md(reply: Reply, media: tuple[MediaItem, ...], *, budget_note: str =
     line += "".join(f"  \n⚠ {views.esc(text)}" for text in reply.notices)
     if budget_note:
         line += "  \n" + budget_note
-    line += prompt_view.fold_md(s.prompt_view)
-    return line + (prompt_view.request_md(s.request) if reply.finished or stopped else "")  # once, not per token
+    line += folds.fold_md(s.prompt_view)
+    return line + (folds.request_md(s.request) if reply.finished or stopped else "")
 
 
 def budget_note(studio: StudioState, sampling: SamplingSettings, media: tuple[MediaItem, ...]) -> str:

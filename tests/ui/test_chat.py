@@ -308,3 +308,46 @@ def test_views_postprocess_through_chatbot(studio, png, profile):
         panel.postprocess(view.tool_rows)
     kinds = [m.content[0].type if isinstance(m.content, list) else None for m in data.root]
     assert data.root[0].role == "user" and "file" in str(kinds[0])
+
+
+def test_a_replys_folds_are_made_once_and_its_figures_are_what_they_were(studio, monkeypatch):
+    """The prompt fold and the request fold do not change while a reply streams: each is made once per reply, not
+    at every streamed step (the stopped line of every step holds the request fold), and every step's figures and
+    stopped line are what making the folds afresh at each step gives."""
+    from dots3_demo.ui import prompt_view
+
+    def stream() -> list[chat.ChatView]:
+        double = ScriptedAsyncLLM([f"word{i} " for i in range(12)])
+        return _run(chat.send_message(_engine(double), studio, new_session(), "hello", _settings()))
+
+    made = {"fold": 0, "request": 0}
+    real_fold, real_request = prompt_view.fold_md, prompt_view.request_md
+
+    def fold(view):
+        made["fold"] += view is not None
+        return real_fold(view)
+
+    def request(req):
+        made["request"] += req is not None
+        return real_request(req)
+
+    monkeypatch.setattr(prompt_view, "fold_md", fold)
+    monkeypatch.setattr(prompt_view, "request_md", request)
+    views = stream()
+    assert len(views) >= 12 and views[-1].done
+    assert made == {"fold": 1, "request": 1}, made
+    assert "the request as sent" in views[-1].figures and "the request as sent" in views[-2].session.figures
+
+    class Afresh(chat_views.Folds):  # what the line was before: both folds made at every step
+        def fold_md(self, view):
+            return prompt_view.fold_md(view)
+
+        def request_md(self, request):
+            return prompt_view.request_md(request)
+
+    monkeypatch.setattr(chat_views, "Folds", Afresh)
+    made.update(fold=0, request=0)
+    again = stream()
+    assert made["request"] >= 12 and made["fold"] >= 12
+    assert [v.figures for v in again] == [v.figures for v in views]
+    assert [v.session.figures for v in again] == [v.session.figures for v in views]
