@@ -14,18 +14,21 @@ reads it — Gradio writes into the entries of an event's inputs and outputs onl
 few of ~190 —, the rest of the session as Gradio makes it. Copying the whole config per session (a
 pickle round trip, ~1–2 ms alone) made ~3,000 objects per new session; with 32 sessions starting at
 once on a loaded 2-core box py-spy found it the largest cost on the event loop (allocation triggers
-collections over vLLM's and Gradio's whole heap). :func:`install` puts it in a launched app in place of
-Gradio's ``StateHolder``.
+collections over vLLM's and Gradio's whole heap). Its sessions (:class:`QuickSession`) also store a ``gr.State``'s
+value without re-reading the State's config, which Gradio did at every streamed step of every reply.
+:func:`install` puts it in a launched app in place of Gradio's ``StateHolder``.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import pickle
 from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
+from gradio.components import State
 from gradio.state_holder import SessionState, StateHolder
 
 
@@ -65,6 +68,24 @@ class ConfigCopies(dict[int, Any]):
         return iter(list(super().keys()))  # reading an entry while iterating must not break the iteration
 
 
+class QuickSession(SessionState):
+    """Gradio's ``SessionState``, except that writing a ``gr.State``'s value does not re-read the State's config.
+
+    Gradio re-reads a block's config (``config_for_block``: ``inspect.signature`` of its class, ~0.5 ms) whenever a
+    value is set in the session, also for a ``gr.State``, whose config does not hold its value (``State.get_config``
+    drops it). The chat writes its session State at every streamed step, so each step of each reply paid for it on
+    the event loop. Here a State's value is stored as Gradio stores it (``state_data`` and its time to live); every
+    other write is Gradio's own."""
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        block = self.blocks_config.blocks.get(key)
+        if isinstance(block, State) and dict.__contains__(self.config_values, key):
+            self._state_ttl[key] = (block.time_to_live, datetime.datetime.now())
+            self.state_data[key] = value
+            return
+        super().__setitem__(key, value)
+
+
 class QuickSessions(StateHolder):
     """Gradio's ``StateHolder``, with new sessions copied from one made by Gradio itself."""
 
@@ -76,7 +97,7 @@ class QuickSessions(StateHolder):
     def fresh(self) -> SessionState:
         """A new session's state: what ``SessionState(blocks)`` makes, without re-reading every config."""
         if self._template is None:
-            self._template = SessionState(self.blocks)
+            self._template = QuickSession(self.blocks)
             self._pickled = {key: pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                              for key, value in self._template.config_values.items()}
         state = copy.copy(self._template)  # Gradio's other attributes as it sets them

@@ -74,6 +74,37 @@ def test_a_new_session_copies_only_the_entries_it_reads(live):
     assert all(v["props"].get("value") != "third's" for v in holder.fresh().config_values.values() if "props" in v)
 
 
+def test_writing_a_state_value_stores_it_as_gradio_does_without_re_reading_its_config(live, monkeypatch):
+    """The chat writes its session ``gr.State`` at every streamed step; Gradio re-read the State's config each time
+    (its value is not in it). A session stores the value as Gradio's own ``SessionState`` does, and reads nothing."""
+    import gradio as gr
+
+    holder = live.state_holder
+    key = next(k for k, b in live.blocks.items() if isinstance(b, gr.State))
+    ours, gradios = holder["writer"], SessionState(live)
+    reads = []
+    real = gradio_blocks.BlocksConfig.config_for_block
+
+    def counted(*args, **kwargs):
+        reads.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gradio_blocks.BlocksConfig, "config_for_block", staticmethod(counted))
+    for value in ("first", "second"):
+        ours[key] = value
+        gradios[key] = value
+    assert reads == [key, key]  # Gradio's own, once per write; none for ours
+    monkeypatch.undo()
+    assert ours[key] == gradios[key] == "second" and key in ours
+    assert ours.state_data == gradios.state_data
+    assert set(ours._state_ttl) == set(gradios._state_ttl) == {key}
+    assert ours._state_ttl[key][0] == gradios._state_ttl[key][0]
+    assert ours.config_values[key] == gradios.config_values[key]
+    other = next(k for k, b in live.blocks.items() if isinstance(b, gr.Markdown))
+    ours[other] = live.blocks[other]  # any other block: Gradio's own write, config re-read
+    assert ours.config_values[other] == gradios.config_values[other]
+
+
 FROZEN_CHILD = """
 import gc, sys
 from dots3_demo.profiles import load_profile
