@@ -5,16 +5,21 @@ one not measured sits idle): ``app.py --engine inprocess`` as an operator starts
 ``vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs), given the engine defaults the
 studio applies for dots3_note (``--mm-processor-cache-gb 0``, the studio's media limits and, on a CUDA
 GPU, its CUDA-graph mode, unless the flags after ``--`` choose one). Each row sends 1, 8 or 32
-requests at once, for several rounds, alternating which side goes first. The same greedy request goes
-to both (temperature 0, no system prompt, ``--max-tokens``), so both sides produce the same tokens:
-the table checks that the output counts and the prompt counts are equal.
+requests at once, for several rounds, alternating which side goes first, after untimed warm-up rounds of
+the same row on both sides: vLLM compiles Triton kernels for a batch shape the first time it meets one
+(its own JIT monitor warns, e.g. ``fused_moe_kernel``), which held every request of that batch 0.6–1.4 s
+on an H100, and which shapes a round makes depends on how its requests fall into the engine's steps. The
+same greedy request goes to both (temperature 0, no system prompt, ``--max-tokens``), so both sides produce
+the same tokens: the table checks that the output counts and the prompt counts are equal.
 
 * Studio side: browser-like sessions (``benchmarks/gradio_queue.py``: ``queue/join`` for ``/chat``, the
   ``queue/data`` event stream, diffs applied as the page does); a token has arrived when the reply the
   page would show changes. The output count is the one on the reply's figures line (vLLM's own).
 * vLLM side: ``/v1/chat/completions`` with ``stream: true``; a token has arrived with the first chunk
   that carries text (``skip_special_tokens: false``, as the studio asks); the count is the usage chunk's.
-* TTFT: from the request's submission to the first token's arrival; received tok/s per reply:
+* TTFT: from the request's submission to the first token's arrival (for the studio also the part spent in
+  vLLM, from its own per-request stats on the figures line: from the request's arrival in ``AsyncLLM`` to its
+  first token, in 0.01 s steps); received tok/s per reply:
   ``(N - 1) / (last arrival - first arrival)``; all: every reply's tokens over the round's wall time
   (from the first submission to the last arrival). Medians over every reply (TTFT, per reply) or
   every round (all).
@@ -52,11 +57,13 @@ ROWS = (1, 8, 32)
 PROMPT = "Tell me a long story about the sea."
 MAX_TOKENS = 512
 ROUNDS = 5
+WARMUP_ROUNDS = 2  # untimed rounds of each row on each side before its timed ones
 MAX_MODEL_LEN = 4096
 GPU_MEMORY = "0.4"  # each of the two engines' share of the GPU (--gpu-memory-utilization)
 TTFT_GOAL_MS = 10.0
 RATE_GOAL = 0.98
 PROMPT_RE = re.compile(r"prompt \*\*([\d,]+)\*\*")
+TTFT_RE = re.compile(r"TTFT \*\*([\d.]+) s\*\*")
 CHOSEN_GRAPHS = ("--compilation-config", "-cc", "--enforce-eager", "-O0")  # flags that choose the CUDA-graph mode
 
 
@@ -69,6 +76,7 @@ class Reply:
     output: int  # tokens, as the engine counted them
     prompt: int | None
     error: str | None = None
+    engine_ttft: float | None = None  # the studio's figures line: vLLM's own TTFT for the request (0.01 s steps)
 
     @property
     def ttft(self) -> float:
@@ -113,8 +121,9 @@ async def studio_reply(http, base: str, fn_index: int, data: list, start: asynci
     done = parse_figures(figures)
     if done is None:
         return failed(submitted, error or f"no figures at the end: {figures!r}")
-    prompt = PROMPT_RE.search(figures or "")
-    return Reply(submitted, tuple(arrivals), done["output"], int(prompt[1].replace(",", "")) if prompt else None, error)
+    prompt, engine_ttft = PROMPT_RE.search(figures or ""), TTFT_RE.search(figures or "")
+    return Reply(submitted, tuple(arrivals), done["output"], int(prompt[1].replace(",", "")) if prompt else None, error,
+                 float(engine_ttft[1]) if engine_ttft else None)
 
 
 async def vllm_reply(http, base: str, model: str, max_tokens: int, start: asyncio.Event) -> Reply:
@@ -180,6 +189,11 @@ class Side:
     def errors(self) -> list[str]:
         return [r.error or "no tokens" for r in self.replies if not r.ok]
 
+    def engine_ttft_ms(self) -> float:
+        """The median of vLLM's own TTFT of the replies (the studio's figures line), in ms."""
+        values = [1000 * r.engine_ttft for r in self.replies if r.ok and r.engine_ttft is not None]
+        return statistics.median(values) if values else float("nan")
+
     def ttft_ms(self, q: float = 0.5) -> float:
         """The median (``q`` 0.5) or the nearest-rank ``q`` quantile of the replies' TTFT, in ms."""
         values = sorted(1000 * r.ttft for r in self.replies if r.ok)
@@ -213,7 +227,8 @@ def row_line(requests: int, studio: Side, vllm: Side) -> tuple[str, bool]:
     met = (added <= TTFT_GOAL_MS and per_reply >= RATE_GOAL and whole >= RATE_GOAL and same_out
            and not studio.errors and not vllm.errors)
     line = (f"| {requests} | {vllm.ttft_ms():.1f} / {vllm.ttft_ms(0.9):.1f} | {studio.ttft_ms():.1f} / "
-            f"{studio.ttft_ms(0.9):.1f} | **{added:+.1f}** | {vllm.rate():,.1f} | {studio.rate():,.1f} | "
+            f"{studio.ttft_ms(0.9):.1f} | {studio.engine_ttft_ms():.0f} | **{added:+.1f}** | {vllm.rate():,.1f} | "
+            f"{studio.rate():,.1f} | "
             f"**{100 * per_reply:.1f} %** | {vllm.all_rate():,.0f} | {studio.all_rate():,.0f} | "
             f"**{100 * whole:.1f} %** | "
             f"{_counts(studio, vllm, 'output', same_out)} | {_counts(studio, vllm, 'prompt', same_prompt)} |")
@@ -287,8 +302,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
                         "builds, or $DOTS3_CPU_PYTHON) instead of this Python's vLLM")
     parser.add_argument("--rows", type=int, nargs="+", default=list(ROWS), help="requests at once, one row each")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per row and side")
+    parser.add_argument("--warmup-rounds", type=int, default=WARMUP_ROUNDS,
+                        help="untimed rounds of each row on each side first (vLLM compiles kernels for batch shapes "
+                             "it meets the first time)")
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="per request")
     parser.add_argument("--logs", type=Path, help="folder for the two servers' logs (default: a temporary one)")
+    parser.add_argument("--replies", type=Path, help="write every reply's timings here (JSON lines: side, row, "
+                        "round, submission and arrivals in ms from the round's first submission, engine TTFT)")
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -323,10 +343,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run(side, max(args.rows))
             table = []
             for n in args.rows:
+                for i in range(args.warmup_rounds):  # the batch shapes this row makes: compiled before it is timed
+                    for side in (("studio", "vLLM") if i % 2 == 0 else ("vLLM", "studio")):
+                        run(side, n)
                 rounds: dict[str, list[tuple[Reply, ...]]] = {"studio": [], "vLLM": []}
                 for i in range(args.rounds):
                     for side in (("studio", "vLLM") if i % 2 == 0 else ("vLLM", "studio")):
                         rounds[side].append(tuple(run(side, n)))
+                        if args.replies:
+                            write_replies(args.replies, side, n, i, rounds[side][-1])
                 studio, vllm = Side(tuple(rounds["studio"])), Side(tuple(rounds["vLLM"]))
                 table.append(row_line(n, studio, vllm))
                 print(table[-1][0], file=sys.stderr, flush=True)
@@ -336,17 +361,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     named = "tiny random-weight" if args.model is None else model
     print(f"\nThe studio beside vLLM's OpenAI server — {device}; model {named}; "
           f"engine flags: {' '.join(flags)}; {args.rounds} rounds per row and side, {args.max_tokens} max tokens, "
-          f"greedy; starts: studio {studio_s:.0f} s, vLLM {vllm_s:.0f} s\n")
-    print("| requests at once | vLLM TTFT p50 / p90 ms | studio TTFT p50 / p90 ms | added ms (p50) "
+          f"greedy, after {args.warmup_rounds} untimed rounds per row and side; starts: studio {studio_s:.0f} s, "
+          f"vLLM {vllm_s:.0f} s\n")
+    print("| requests at once | vLLM TTFT p50 / p90 ms | studio TTFT p50 / p90 ms | of it in vLLM p50 ms "
+          "| added ms (p50) "
           "| vLLM tok/s per reply | studio tok/s per reply | studio / vLLM | vLLM tok/s all | studio tok/s all "
           "| studio / vLLM | output tokens | prompt tokens |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for line, _ in table:
         print(line)
     met = all(ok for _, ok in table)
     print(f"\ngoals: TTFT added ≤ {TTFT_GOAL_MS:.0f} ms at the median, received tok/s ≥ {100 * RATE_GOAL:.0f} % of "
           f"vLLM's (per reply and all), same output counts, no errors — {'met' if met else 'missed'}")
     return 0 if met else 1
+
+
+def write_replies(path: Path, side: str, requests: int, round_: int, replies: Sequence[Reply]) -> None:
+    """Append one round's replies to ``path`` (``--replies``)."""
+    zero = min(r.submitted for r in replies)
+    ms = lambda t: round(1000 * (t - zero), 1)  # noqa: E731
+    with path.open("a") as out:
+        for r in replies:
+            out.write(json.dumps({"side": side, "requests": requests, "round": round_, "submitted": ms(r.submitted),
+                                  "first": ms(r.arrivals[0]) if r.arrivals else None,
+                                  "last": ms(r.arrivals[-1]) if r.arrivals else None, "arrivals": len(r.arrivals),
+                                  "output": r.output, "engine_ttft_ms": None if r.engine_ttft is None
+                                  else 1000 * r.engine_ttft, "error": r.error}) + "\n")
 
 
 def gpu_line() -> str:

@@ -8,7 +8,10 @@ studio applies its CUDA-graph default); the figures are computed from given time
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -102,3 +105,43 @@ def test_flags_after_the_double_dash_go_to_both_engines():
     assert "--compilation-config" not in serve_bench.vllm_equivalents(extra, cpu=False)
     assert "--compilation-config" in serve_bench.vllm_equivalents(["--max-num-seqs", "8"], cpu=False)
     assert "--compilation-config" not in serve_bench.vllm_equivalents(["-cc.cudagraph_mode=FULL"], cpu=False)
+
+
+def test_the_studio_side_reports_the_part_of_its_ttft_spent_in_vllm():
+    """vLLM's own TTFT of a studio reply (the figures line) is read, and its median is a column of the row."""
+    figures = "TTFT **0.62 s** · **446.8** tok/s · output **512** tok · prompt **26** (text 26) · finish `length`"
+    assert serve_bench.TTFT_RE.search(figures)[1] == "0.62"
+    replies = [replace(_reply(0, 0.7, 2.7, 201), engine_ttft=t) for t in (0.62, 0.02, 0.64)]
+    studio, vllm = Side((tuple(replies),)), Side(((_reply(0, 0.1, 2.1, 201),),))
+    assert studio.engine_ttft_ms() == pytest.approx(620.0)
+    line, _ = serve_bench.row_line(1, studio, vllm)
+    assert line.startswith("| 1 | 100.0 / 100.0 | 700.0 / 700.0 | 620 | **+600.0** |")
+
+
+def test_each_row_is_warmed_up_on_both_sides_before_it_is_timed(monkeypatch, tmp_path, capsys):
+    """Untimed rounds of each row run on both sides first (vLLM compiles kernels for the batch shapes it meets the
+    first time); only the rounds after them are in the table and in --replies."""
+    calls: list[tuple[str, int]] = []
+
+    async def fake_round(side, base, requests, *, model, max_tokens):
+        calls.append((side, requests))
+        return [_reply(0, 0.1, 2.1, 201) for _ in range(requests)]
+
+    @contextlib.contextmanager
+    def fake_servers(*args, **kwargs):
+        yield "http://studio", "http://vllm", 1.0, 1.0
+
+    monkeypatch.setattr(serve_bench, "run_round", fake_round)
+    monkeypatch.setattr(serve_bench, "both_servers", fake_servers)
+    monkeypatch.setattr("dots3_demo.workbench.smoke.write_tiny_model", lambda folder: folder)
+    monkeypatch.setattr(serve_bench, "gpu_line", lambda: "GPU")
+    monkeypatch.setattr(serve_bench, "realtime_client", lambda: "normal priority (a test)")  # never this process
+    replies = tmp_path / "replies.jsonl"
+    serve_bench.main(["--rows", "1", "8", "--rounds", "3", "--warmup-rounds", "2", "--replies", str(replies)])
+    first = [("studio", 8), ("vLLM", 8)]  # the start's warm-up, at the largest row
+    row = lambda n: [("studio", n), ("vLLM", n), ("vLLM", n), ("studio", n)]  # noqa: E731
+    timed = lambda n: [*row(n), ("studio", n), ("vLLM", n)]  # noqa: E731
+    assert calls == first + row(1) + timed(1) + row(8) + timed(8)
+    written = [json.loads(line) for line in replies.read_text().splitlines()]
+    assert len(written) == 2 * 3 * (1 + 8) and {w["round"] for w in written} == {0, 1, 2}
+    assert "after 2 untimed rounds per row and side" in capsys.readouterr().out
