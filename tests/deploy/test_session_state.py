@@ -21,11 +21,9 @@ def live(profile):
         yield demo
 
 
-def test_the_launched_studio_makes_new_sessions_without_re_reading_every_component(live, monkeypatch):
-    holder = live.state_holder
-    assert isinstance(holder, QuickSessions)
-    assert live.server_app.state_holder is holder  # the holder the routes use
-    reads = []
+def _count_config_reads(monkeypatch) -> list[int]:
+    """The block ids Gradio's ``config_for_block`` is asked for from now on (until ``monkeypatch.undo()``)."""
+    reads: list[int] = []
     real = gradio_blocks.BlocksConfig.config_for_block
 
     def counted(*args, **kwargs):
@@ -33,6 +31,14 @@ def test_the_launched_studio_makes_new_sessions_without_re_reading_every_compone
         return real(*args, **kwargs)
 
     monkeypatch.setattr(gradio_blocks.BlocksConfig, "config_for_block", staticmethod(counted))
+    return reads
+
+
+def test_the_launched_studio_makes_new_sessions_without_re_reading_every_component(live, monkeypatch):
+    holder = live.state_holder
+    assert isinstance(holder, QuickSessions)
+    assert live.server_app.state_holder is holder  # the holder the routes use
+    reads = _count_config_reads(monkeypatch)
     sessions = [holder[f"session-{i}"] for i in range(8)]
     assert reads == []  # Gradio's own SessionState reads each of the ~190 blocks' config per session
     monkeypatch.undo()
@@ -82,14 +88,7 @@ def test_writing_a_state_value_stores_it_as_gradio_does_without_re_reading_its_c
     holder = live.state_holder
     key = next(k for k, b in live.blocks.items() if isinstance(b, gr.State))
     ours, gradios = holder["writer"], SessionState(live)
-    reads = []
-    real = gradio_blocks.BlocksConfig.config_for_block
-
-    def counted(*args, **kwargs):
-        reads.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(gradio_blocks.BlocksConfig, "config_for_block", staticmethod(counted))
+    reads = _count_config_reads(monkeypatch)
     for value in ("first", "second"):
         ours[key] = value
         gradios[key] = value
