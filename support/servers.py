@@ -125,8 +125,9 @@ def launch(command: list[str], url: str, log: Path, env: dict[str, str] | None =
 
 @contextlib.contextmanager
 def studio(python: str, model: Path, log: Path, *extra: str, max_model_len: int = 1024,
-           max_num_seqs: int = 4, env: dict[str, str] | None = None) -> Iterator[Process]:
-    """``app.py`` with a real in-process vLLM engine on the tiny model (not waited for: see ``ready``).
+           max_num_seqs: int | None = 4, env: dict[str, str] | None = None) -> Iterator[Process]:
+    """``app.py`` with a real in-process vLLM engine on the tiny model (not waited for: see ``ready``);
+    ``max_num_seqs`` None: no ``--max-num-seqs``, vLLM's default.
 
     It runs at a lower CPU priority (``nice``): vLLM's CPU engine keeps a core busy while it decodes,
     and on a 2-core box the browser that drives the studio in a test, which on a visitor's machine has
@@ -134,7 +135,8 @@ def studio(python: str, model: Path, log: Path, *extra: str, max_model_len: int 
     port = free_port()
     command = ["nice", "-n", str(STUDIO_NICENESS), python, "app.py", "--model", str(model), "--engine", "inprocess",
                "--load-format", "dummy",
-               "--dtype", "bfloat16", "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
+               "--dtype", "bfloat16", "--max-model-len", str(max_model_len),
+               *(["--max-num-seqs", str(max_num_seqs)] if max_num_seqs is not None else []),
                "--host", "127.0.0.1", "--port", str(port), *extra]
     with launch(command, f"http://127.0.0.1:{port}", log, env) as child:
         yield child
