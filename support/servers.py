@@ -231,6 +231,15 @@ def server_requests(child: Process) -> float:
     return total
 
 
+def server_generated(child: Process) -> float:
+    """Tokens a vLLM server has generated, all requests together: its ``vllm:generation_tokens_total``."""
+    total = 0.0
+    for line in get_text(child.url + "/metrics").splitlines():
+        if line.startswith("vllm:generation_tokens_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def server_finished(child: Process) -> float:
     """Requests a vLLM server has finished: its ``vllm:request_success_total``, summed over finish reasons."""
     total = 0.0

@@ -97,23 +97,44 @@ def test_a_forced_tool_call_is_parsed_by_the_server(endpoint):
 
 
 def test_stop_makes_the_server_abort_the_request(endpoint, server):
+    max_tokens = 400
+
     async def main():
         engine = RemoteEngine(endpoint)
         await engine.start()
+        # The tiny model writes its 400 tokens in under a second. A first reply of a few tokens warms what the
+        # first delta waits on (the profile's tokenizer and chat template reading the server's prompt ids, the
+        # server's own first request): cold, that took 0.9 s here, and the whole reply had ended before Stop.
+        warm = TurnRequest(session_id="warm", messages=[{"role": "user", "content": "hi"}],
+                           sampling=SamplingSettings(max_tokens=2, temperature=0.0))
+        assert [delta async for delta in engine.stream_turn(warm)]
+        generated_before = await asyncio.to_thread(servers.server_generated, server)
+        seen = threading.Event()
+        done = threading.Event()
+
+        def watch() -> None:  # from before the request: a request running for one poll is seen
+            while not done.is_set():
+                if servers.server_requests(server) >= 1:
+                    seen.set()
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         # Greedy: sampled, the random model sometimes ended its reply (EOS) before the test saw it running.
         turn = TurnRequest(session_id="stop", messages=[{"role": "user", "content": "go on and on"}],
-                           sampling=SamplingSettings(max_tokens=400, temperature=0.0))
+                           sampling=SamplingSettings(max_tokens=max_tokens, temperature=0.0))
         stream = engine.stream_turn(turn)
         await stream.__anext__()
-        deadline = time.monotonic() + 30
-        while await asyncio.to_thread(servers.server_requests, server) < 1:
-            assert time.monotonic() < deadline, "the server never showed the request running"
-            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(seen.wait, 30), "the server never showed the request running"
         await stream.aclose()  # what Stop and a closed tab do
         deadline = time.monotonic() + 30
         while await asyncio.to_thread(servers.server_requests, server) > 0:
             assert time.monotonic() < deadline, "the server kept the request after the stream closed"
             await asyncio.sleep(0.1)
+        done.set()
+        watcher.join()
+        generated = await asyncio.to_thread(servers.server_generated, server) - generated_before
+        assert 0 < generated < max_tokens, f"the server generated {generated} of {max_tokens} tokens: not aborted"
         await engine.shutdown()
 
     run(main())
