@@ -222,31 +222,28 @@ def vllm_server(python: str, model: Path, log: Path, *extra: str, max_model_len:
         yield child
 
 
-def server_requests(child: Process) -> float:
-    """Requests running + waiting on a vLLM server, from its Prometheus /metrics."""
+def server_metric(child: Process, *names: str) -> float:
+    """The sum of a vLLM server's Prometheus /metrics samples named ``names`` (over all their labels)."""
     total = 0.0
     for line in get_text(child.url + "/metrics").splitlines():
-        if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
+        if line.startswith(names):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def server_requests(child: Process) -> float:
+    """Requests running + waiting on a vLLM server."""
+    return server_metric(child, "vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
 def server_generated(child: Process) -> float:
     """Tokens a vLLM server has generated, all requests together: its ``vllm:generation_tokens_total``."""
-    total = 0.0
-    for line in get_text(child.url + "/metrics").splitlines():
-        if line.startswith("vllm:generation_tokens_total"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return server_metric(child, "vllm:generation_tokens_total")
 
 
 def server_finished(child: Process) -> float:
     """Requests a vLLM server has finished: its ``vllm:request_success_total``, summed over finish reasons."""
-    total = 0.0
-    for line in get_text(child.url + "/metrics").splitlines():
-        if line.startswith("vllm:request_success_total"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return server_metric(child, "vllm:request_success_total")
 
 
 def router_command() -> str:
