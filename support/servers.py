@@ -158,6 +158,15 @@ def ready(child: Process) -> dict:
     return child.wait_until(ok, "the studio's engine")
 
 
+def engine_core(child: Process):
+    """The one vLLM engine-core process (``VLLM::EngineCore``) under ``child`` (the studio or vLLM's server),
+    as a ``psutil.Process``: what a test freezes (``suspend``, SIGSTOP) to hold a reply where it is."""
+    cores = [p for p in child.children() if "EngineCore" in " ".join(p.cmdline() + [p.name()])]
+    if len(cores) != 1:
+        raise AssertionError(f"not one engine core: {[(p.pid, p.name(), p.cmdline()) for p in child.children()]}")
+    return cores[0]
+
+
 def pin_engine(child: Process) -> None:
     """Put every thread of the studio's vLLM processes (engine core, CPU worker) on the machine's last core.
 
@@ -234,6 +243,16 @@ def server_metric(child: Process, *names: str) -> float:
 def server_requests(child: Process) -> float:
     """Requests running + waiting on a vLLM server."""
     return server_metric(child, "vllm:num_requests_running", "vllm:num_requests_waiting")
+
+
+def server_load(child: Process) -> int:
+    """Chat requests a vLLM server's own (API) process holds, from their arrival to their stream's end: its
+    ``/load`` (started with ``--enable-server-load-tracking``). Counted apart from the engine core, so it
+    counts while the core is frozen."""
+    status, body = get_json(child.url + "/load")
+    if status != 200:
+        raise AssertionError(f"GET /load answered {status} (is --enable-server-load-tracking on?)")
+    return int(body["server_load"])
 
 
 def server_generated(child: Process) -> float:

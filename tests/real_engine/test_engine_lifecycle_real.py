@@ -25,12 +25,6 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.browser]
 CLASS_NAME = re.compile(r"\b\w+(Error|Exception)\b")
 
 
-def engine_core(child: servers.Process):
-    cores = [p for p in child.children() if "EngineCore" in " ".join(p.cmdline() + [p.name()])]
-    assert len(cores) == 1, [(p.pid, p.name(), p.cmdline()) for p in child.children()]
-    return cores[0]
-
-
 def test_loading_never_freezes_the_server_and_a_killed_engine_says_so(chromium, cpu_python, tiny_model, logs,
                                                                        tmp_path, shots_dir):
     with servers.studio(cpu_python, tiny_model, logs / "lifecycle.log", max_model_len=4096) as child:
@@ -70,7 +64,7 @@ def test_loading_never_freezes_the_server_and_a_killed_engine_says_so(chromium, 
             set_max_tokens(page, 3000)  # many seconds of streaming
             send(page, "One more long reply, please.")
             servers.wait_requests(child, 1)
-            engine_core(child).kill()  # mid-reply: vLLM still holds the request
+            servers.engine_core(child).kill()  # mid-reply: vLLM still holds the request
             wait_text(page, "#chatbot", "The engine stopped", timeout=60_000)
             said = page.locator("#chat-figures").inner_text()  # the bubble's text is folded; the line is not
             assert "core process ended unexpectedly" in said and "Restart the studio" in said

@@ -39,7 +39,9 @@ WEATHER = json.dumps([t for t in EXAMPLE_TOOLS if t["function"]["name"] == "get_
 
 @pytest.fixture(scope="module")
 def server(cpu_python, tiny_model, logs):
-    with servers.vllm_server(cpu_python, tiny_model, logs / "vllm-serve.log", max_model_len=MAX_MODEL_LEN) as child:
+    # --enable-server-load-tracking: GET /load counts the chat requests the server's own process holds
+    with servers.vllm_server(cpu_python, tiny_model, logs / "vllm-serve.log", "--enable-server-load-tracking",
+                             max_model_len=MAX_MODEL_LEN) as child:
         yield child
 
 
@@ -97,42 +99,37 @@ def test_a_forced_tool_call_is_parsed_by_the_server(endpoint):
 
 
 def test_stop_makes_the_server_abort_the_request(endpoint, server):
+    """Closing the reply's stream (what Stop and a closed tab do) makes vLLM's server abort the request: it
+    generates fewer tokens than asked. The tiny model writes 400 tokens in under a second, so a reply raced
+    against the close ended first now and then (CI: 400 of 400). Here vLLM's engine core is frozen (SIGSTOP)
+    from the first delta until after the close: it cannot generate meanwhile, and its server, which is not
+    frozen, sees the stream end and sends the abort, which the core reads when it resumes. Without the close
+    the reply runs to its 400 tokens (seen so)."""
     max_tokens = 400
 
     async def main():
         engine = RemoteEngine(endpoint)
         await engine.start()
-        # The tiny model writes its 400 tokens in under a second. A first reply of a few tokens warms what the
-        # first delta waits on (the profile's tokenizer and chat template reading the server's prompt ids, the
-        # server's own first request): cold, that took 0.9 s here, and the whole reply had ended before Stop.
         warm = TurnRequest(session_id="warm", messages=[{"role": "user", "content": "hi"}],
                            sampling=SamplingSettings(max_tokens=2, temperature=0.0))
         assert [delta async for delta in engine.stream_turn(warm)]
         generated_before = await asyncio.to_thread(servers.server_generated, server)
-        seen = threading.Event()
-        done = threading.Event()
-
-        def watch() -> None:  # from before the request: a request running for one poll is seen
-            while not done.is_set():
-                if servers.server_requests(server) >= 1:
-                    seen.set()
-                time.sleep(0.02)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        # Greedy: sampled, the random model sometimes ended its reply (EOS) before the test saw it running.
+        # Greedy: sampled, the random model sometimes ended its reply (EOS) early, which would pass unaborted.
         turn = TurnRequest(session_id="stop", messages=[{"role": "user", "content": "go on and on"}],
                            sampling=SamplingSettings(max_tokens=max_tokens, temperature=0.0))
         stream = engine.stream_turn(turn)
-        await stream.__anext__()
-        assert await asyncio.to_thread(seen.wait, 30), "the server never showed the request running"
-        await stream.aclose()  # what Stop and a closed tab do
+        await stream.__anext__()  # the request is running on the server
+        core = servers.engine_core(server)
+        core.suspend()
+        try:
+            await stream.aclose()  # what Stop and a closed tab do
+            await asyncio.sleep(2)  # the server's own process hears the close and queues the abort
+        finally:
+            core.resume()
         deadline = time.monotonic() + 30
         while await asyncio.to_thread(servers.server_requests, server) > 0:
             assert time.monotonic() < deadline, "the server kept the request after the stream closed"
             await asyncio.sleep(0.1)
-        done.set()
-        watcher.join()
         generated = await asyncio.to_thread(servers.server_generated, server) - generated_before
         assert 0 < generated < max_tokens, f"the server generated {generated} of {max_tokens} tokens: not aborted"
         await engine.shutdown()
@@ -224,34 +221,53 @@ def test_an_exported_remote_session_records_the_servers_vllm(endpoint, tmp_path)
 
 
 def test_eval_keeps_at_most_max_concurrency_requests_on_the_server(endpoint, server, tmp_path):
-    """``app.py eval --endpoint … --max-concurrency 2``: the server itself never holds more than 2 of the run's
-    8 requests (running + waiting, its /metrics polled every 20 ms), and holds 2 at some point (the run is
-    parallel, not one at a time). Without the limit (the default, 16) all 8 would be in the server at once."""
+    """``app.py eval --endpoint … --max-concurrency 2``: the server never holds more than 2 of the run's 8 requests
+    and holds 2 at once (the run is parallel, not one at a time). Counted by the server's own process (vLLM's
+    ``/load``, polled every 20 ms), with vLLM's engine core frozen (SIGSTOP) from before the run until the server
+    has held 2 for 2 s: no request can end meanwhile, so the client's 2 are in the server together, and a 3rd
+    sent while 2 are pending would show. (Counted from the engine's /metrics as they raced, the tiny model's
+    64-token replies ended before the next began now and then: CI saw at most 1.) Without the limit (the
+    default, 16) all 8 would be in the server at once."""
     items = [{"id": f"q{n}", "media": [], "prompt": f"Tell a story number {n}.",
               "sampling": {"max_tokens": 64, "temperature": 0}} for n in range(8)]  # greedy: seldom ends early
     set_path = tmp_path / "set.jsonl"
     set_path.write_text("".join(json.dumps(item) + "\n" for item in items))
-    seen: list[float] = []
+    seen: list[int] = []
     stop = threading.Event()
 
     def poll() -> None:
         while not stop.is_set():
-            seen.append(servers.server_requests(server))
+            seen.append(servers.server_load(server))
             time.sleep(0.02)
 
     before = servers.server_finished(server)
+    core = servers.engine_core(server)
+    core.suspend()
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
+    evaluation = subprocess.Popen([sys.executable, "app.py", "eval", str(set_path), "--out", str(tmp_path / "out"),
+                                   "--endpoint", endpoint, "--max-concurrency", "2"], cwd=servers.ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
     try:
-        done = subprocess.run([sys.executable, "app.py", "eval", str(set_path), "--out", str(tmp_path / "out"),
-                               "--endpoint", endpoint, "--max-concurrency", "2"], cwd=servers.ROOT,
-                              capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
+        deadline = time.monotonic() + 120
+        while servers.server_load(server) < 2 and evaluation.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held_from = len(seen)
+        time.sleep(2)  # the two pending: nothing more may reach the server
+        held = seen[held_from:]
+        core.resume()
+        stdout, stderr = evaluation.communicate(timeout=300)
     finally:
+        core.resume()
         stop.set()
         poller.join()
-    assert done.returncode == 0, done.stderr[-4000:]
+        if evaluation.poll() is None:
+            evaluation.kill()
+    done = subprocess.CompletedProcess(evaluation.args, evaluation.returncode, stdout, stderr)
+    assert held and set(held) == {2}, (held, stderr[-2000:])
     assert max(seen) == 2, sorted(set(seen))
+    assert done.returncode == 0, done.stderr[-4000:]
     assert "8 of 8 items ran: " in done.stdout and "at most 2 requests at once" in done.stderr
     deadline = time.monotonic() + 10  # the counter follows the streams' ends by a moment
     while servers.server_finished(server) - before < len(items) and time.monotonic() < deadline:

@@ -22,7 +22,6 @@ from dots3_demo.serving.stopping import EXIT_ENGINE_STALLED, Proc, alive, descen
 from support import servers
 from tests.browser.conftest import open_studio
 from tests.real_engine.pages import send, set_max_tokens, wait_text
-from tests.real_engine.test_engine_lifecycle_real import engine_core
 
 pytestmark = pytest.mark.real_engine
 
@@ -51,7 +50,7 @@ def test_a_stop_signal_ends_every_engine_process(cpu_python, tiny_model, logs, s
     with servers.studio(cpu_python, tiny_model, logs / f"stop-{sig.name}.log") as child:
         servers.ready(child)
         tree = _tree(child)
-        engine_core(child)  # vLLM's engine core is one of them
+        servers.engine_core(child)  # vLLM's engine core is one of them
         os.kill(child.process.pid, sig)  # to the studio's process only, as a supervisor's stop or `kill` sends it
         left = _left(tree, GONE_WITHIN_S)
         assert not left, f"still running {GONE_WITHIN_S} s after {sig.name}: {left}\n{child.log_text()[-3000:]}"
@@ -71,7 +70,7 @@ def _frozen_mid_reply(chromium, child: servers.Process):
     set_max_tokens(page, 3000)  # many seconds of streaming
     send(page, "A long reply, please.")
     servers.wait_requests(child, 1)
-    core = engine_core(child)
+    core = servers.engine_core(child)
     core.suspend()  # SIGSTOP: the engine holds the request and yields nothing, as a hung GPU does
     return context, page, core
 
