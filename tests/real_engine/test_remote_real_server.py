@@ -39,9 +39,11 @@ WEATHER = json.dumps([t for t in EXAMPLE_TOOLS if t["function"]["name"] == "get_
 
 @pytest.fixture(scope="module")
 def server(cpu_python, tiny_model, logs):
-    # --enable-server-load-tracking: GET /load counts the chat requests the server's own process holds
+    # --enable-server-load-tracking: GET /load counts the chat requests the server's own process holds. Pinned to
+    # one core: unpinned, vLLM's CPU worker spins on both (even while its engine core is frozen), and what the
+    # tests do meanwhile (the studio's client, the shell that freezes the core) waited 0.3 s at a time.
     with servers.vllm_server(cpu_python, tiny_model, logs / "vllm-serve.log", "--enable-server-load-tracking",
-                             max_model_len=MAX_MODEL_LEN) as child:
+                             max_model_len=MAX_MODEL_LEN, pinned=True) as child:
         yield child
 
 
@@ -98,40 +100,70 @@ def test_a_forced_tool_call_is_parsed_by_the_server(endpoint):
     assert final.session.messages[-1]["tool_calls"][0]["function"]["name"] == "get_weather"
 
 
+async def first_delta_stepping(stream, core, step_s: float = 0.01, windows: int = 40):
+    """The first delta of ``stream`` while vLLM's engine core (``core``, psutil) runs only in steps of ``step_s``,
+    frozen (SIGSTOP) in between until the client has caught up (at most 0.5 s): the client, which gets the cores
+    meanwhile, has its first delta after a few tokens, however slow it is, and the core is left frozen.
+
+    A shell of its own resumes and freezes the core, so that the freeze never waits for this process's GIL (the
+    client's thread reads the chat template and tokenizer meanwhile); with the server on one core of its own,
+    a step lasted 13-16 ms and made 2-3 tokens, with another process busy on the machine too (unpinned:
+    0.25-0.3 s and 100-150 tokens)."""
+    reply = asyncio.ensure_future(stream.__anext__())
+    core.suspend()
+    for _ in range(windows):
+        subprocess.run(["sh", "-c", f"kill -CONT {core.pid}; sleep {step_s}; kill -STOP {core.pid}"], check=True)
+        done, _pending = await asyncio.wait({reply}, timeout=0.5)
+        if done:
+            return reply.result()
+    reply.cancel()
+    raise AssertionError(f"no delta after {windows} steps of the engine")
+
+
 def test_stop_makes_the_server_abort_the_request(endpoint, server):
-    """Closing the reply's stream (what Stop and a closed tab do) makes vLLM's server abort the request: it
-    generates fewer tokens than asked. The tiny model writes 400 tokens in under a second, so a reply raced
-    against the close ended first now and then (CI: 400 of 400). Here vLLM's engine core is frozen (SIGSTOP)
-    from the first delta until after the close: it cannot generate meanwhile, and its server, which is not
-    frozen, sees the stream end and sends the abort, which the core reads when it resumes. Without the close
-    the reply runs to its 400 tokens (seen so)."""
+    """Closing a reply's stream mid-reply (what Stop and a closed tab do) makes vLLM's server drop the request and
+    its engine abort it: fewer tokens generated than asked. The tiny model writes 400 tokens in under a second,
+    and on 2 cores the studio's first delta (it reads the server's prompt ids with the chat template first) came
+    after that now and then, so a Stop raced against the reply came after its end (CI: 400 of 400 tokens). Here
+    vLLM's engine core runs in steps of 10 ms until the client has its first delta (``first_delta_stepping``),
+    and is frozen from then until the server has dropped the request (``/load`` back to 0); resumed, it reads the
+    abort. Seen failing without the stream's close in ``RemoteEngine.stream_turn``: the server kept the request."""
     max_tokens = 400
+
+    async def load() -> int:
+        return await asyncio.to_thread(servers.server_load, server)
 
     async def main():
         engine = RemoteEngine(endpoint)
         await engine.start()
-        warm = TurnRequest(session_id="warm", messages=[{"role": "user", "content": "hi"}],
-                           sampling=SamplingSettings(max_tokens=2, temperature=0.0))
-        assert [delta async for delta in engine.stream_turn(warm)]
         generated_before = await asyncio.to_thread(servers.server_generated, server)
         # Greedy: sampled, the random model sometimes ended its reply (EOS) early, which would pass unaborted.
         turn = TurnRequest(session_id="stop", messages=[{"role": "user", "content": "go on and on"}],
                            sampling=SamplingSettings(max_tokens=max_tokens, temperature=0.0))
-        stream = engine.stream_turn(turn)
-        await stream.__anext__()  # the request is running on the server
         core = servers.engine_core(server)
-        core.suspend()
         try:
+            stream = engine.stream_turn(turn)
+            first = await first_delta_stepping(stream, core)
+            assert not first.finished and await load() == 1
             await stream.aclose()  # what Stop and a closed tab do
-            await asyncio.sleep(2)  # the server's own process hears the close and queues the abort
+            deadline = time.monotonic() + 30
+            while await load() > 0:
+                assert time.monotonic() < deadline, "the server kept the request after the stream closed"
+                await asyncio.sleep(0.05)
         finally:
             core.resume()
+        # A reply after it: the core takes requests in order, so once this one has ended, the stopped one was
+        # aborted or is running (and counted in /metrics, which the loop below waits out).
+        after = TurnRequest(session_id="after", messages=[{"role": "user", "content": "hi"}],
+                            sampling=SamplingSettings(max_tokens=2, temperature=0.0))
+        deltas = [delta async for delta in engine.stream_turn(after)]
         deadline = time.monotonic() + 30
         while await asyncio.to_thread(servers.server_requests, server) > 0:
-            assert time.monotonic() < deadline, "the server kept the request after the stream closed"
+            assert time.monotonic() < deadline, "the engine kept the request after the stream closed"
             await asyncio.sleep(0.1)
-        generated = await asyncio.to_thread(servers.server_generated, server) - generated_before
-        assert 0 < generated < max_tokens, f"the server generated {generated} of {max_tokens} tokens: not aborted"
+        generated = (await asyncio.to_thread(servers.server_generated, server) - generated_before
+                     - deltas[-1].stats.output_tokens)
+        assert generated < max_tokens, f"the server generated {generated} of {max_tokens} tokens: not aborted"
         await engine.shutdown()
 
     run(main())
