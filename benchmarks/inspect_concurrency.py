@@ -322,6 +322,7 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
                          return ok; }}""", arg=arg, polling="raf")
 
     mark("upload", "() => document.querySelector('#video-input video[src*=\"/gradio_api/file=\"]') !== null")
+    mark("listed", "n => document.querySelectorAll('#frames-gallery .thumbnail-item img').length === n", frames)
     mark("frames", """n => { const imgs = [...document.querySelectorAll('#frames-gallery .thumbnail-item img')];
                              return imgs.length === n && imgs.every(i => i.complete && i.naturalWidth > 0); }""",
          frames)
@@ -329,11 +330,17 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
     mark("figures", """old => { const i = document.querySelector('#timeline-plot img');
                                 return i && i.getAttribute('src') !== old && i.complete && i.naturalWidth > 0; }""",
          before)
-    marks = page.evaluate("window.__marks")
+    # the pictures' fetches (Resource Timing; none when the gallery gets them inline)
+    marks = page.evaluate("""() => { const pictures = performance.getEntriesByType('resource')
+        .filter(e => /picture_\\d+\\./.test(e.name) && e.startTime >= window.__marks.drop);
+      const none = pictures.length === 0;
+      return {...window.__marks, fetch_start: none ? NaN : Math.min(...pictures.map(e => e.startTime)),
+              fetch_end: none ? NaN : Math.max(...pictures.map(e => e.responseEnd))}; }""")
     status = page.locator("#status").inner_text()
     context.close()
     match = re.search(rf"{re.escape(video.name)}.*?\((\d+\.\d) s\)", status)
-    seconds = {key: (marks[key] - marks["drop"]) / 1000 for key in ("upload", "frames", "figures")}
+    seconds = {key: (marks[key] - marks["drop"]) / 1000 if marks[key] is not None else math.nan
+               for key in ("upload", "listed", "fetch_start", "fetch_end", "frames", "figures")}
     return {**seconds, "inspector": float(match.group(1)) if match else math.nan}
 
 
@@ -363,16 +370,17 @@ def time_to_frames(url: str, videos: list[Path], rounds: int) -> dict[str, Any] 
 
 def print_time_to_frames(label: str, result: dict[str, Any]) -> None:
     vllm = statistics.median(result["vllm"])
-    keys = ("upload", "inspector", "frames", "figures")
+    keys = ("upload", "inspector", "listed", "fetch_start", "fetch_end", "frames", "figures")
     med = {key: statistics.median(r[key] for r in result["browser"]) for key in keys}
     print(f"\n{label}: time to frames in Chromium ({len(result['vllm'])} rounds, medians; "
           f"{'/'.join(map(str, result['frames']))} frames)")
     # the rounds' own ratios too: on a loaded box one slow round moves either median alone
     by_round = statistics.median(b["frames"] / v for v, b in zip(result["vllm"], result["browser"], strict=True))
-    print("| vLLM's preprocessing s | upload shown s | inspector in the app s | frames shown s | × vLLM | "
-          "× vLLM, median of the rounds | figures drawn s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {vllm:.2f} | {med['upload']:.2f} | {med['inspector']:.1f} | {med['frames']:.2f} | "
+    print("| vLLM's preprocessing s | upload shown s | inspector in the app s | gallery listed s | "
+          "pictures fetched s | frames shown s | × vLLM | × vLLM, median of the rounds | figures drawn s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {vllm:.2f} | {med['upload']:.2f} | {med['inspector']:.1f} | {med['listed']:.2f} | "
+          f"{med['fetch_start']:.2f}–{med['fetch_end']:.2f} | {med['frames']:.2f} | "
           f"**{med['frames'] / vllm:.2f}** | {by_round:.2f} | {med['figures']:.2f} |")
     print("rounds (vLLM s / frames s): " + ", ".join(
         f"{v:.2f}/{b['frames']:.2f}" for v, b in zip(result["vllm"], result["browser"], strict=True)))
