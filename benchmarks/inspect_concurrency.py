@@ -339,7 +339,7 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
     status = page.locator("#status").inner_text()
     context.close()
     match = re.search(rf"{re.escape(video.name)}.*?\((\d+\.\d) s\)", status)
-    seconds = {key: (marks[key] - marks["drop"]) / 1000 if marks[key] is not None else math.nan
+    seconds = {key: (marks[key] - marks["drop"]) / 1000  # NaN stays NaN (playwright hands it over as such)
                for key in ("upload", "listed", "fetch_start", "fetch_end", "frames", "figures")}
     return {**seconds, "inspector": float(match.group(1)) if match else math.nan}
 
