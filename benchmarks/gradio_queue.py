@@ -7,8 +7,10 @@ and busy-waits per job, which measures the client, not the app.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -45,3 +47,30 @@ async def messages(http: Any, base: str, session_hash: str,
                 yield now, message
                 if message.get("msg") in END:
                     return
+
+
+# ---------------------------------------------------------------- Gradio's own profiling
+# An app started with GRADIO_PROFILING=1 keeps a trace of each event: the wait in its queue, preprocessing the
+# inputs, the event function (for a generator, every step's wait for its next output, added up), postprocessing
+# (every step's) and the number of steps; routes under /gradio_api/profiling.
+PROFILING_ENV = {"GRADIO_PROFILING": "1"}
+PHASES = ("queue_wait", "preprocess", "fn_call", "postprocess")
+
+
+def clear_profiling(base: str) -> None:
+    """Forget the traces kept so far (no-op when the app keeps none)."""
+    request = urllib.request.Request(f"{base}/gradio_api/profiling/clear", method="POST")
+    with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+def profiling_traces(base: str, api_name: str) -> list[dict[str, float]]:
+    """The kept traces of the ``api_name`` events, oldest first: each phase in ms and ``steps``; [] when the
+    app keeps none."""
+    try:
+        with urllib.request.urlopen(f"{base}/gradio_api/profiling/traces", timeout=10) as response:
+            traces = json.load(response)
+    except (OSError, ValueError):
+        return []
+    mine = sorted((t for t in traces if t.get("fn_name") == api_name), key=lambda t: t["timestamp"])
+    return [{**{key: float(t[f"{key}_ms"]) for key in PHASES}, "steps": float(t["n_iterations"])} for t in mine]

@@ -35,7 +35,9 @@ when the video panel's file input fires ``change`` (the file is in the page, as 
 drop; the page's own clock stamps each milestone): *upload* ends when the panel shows the
 uploaded video, *frames* when the gallery holds every frame vLLM sampled with each picture decoded,
 *figures* when the Interleave tab's time line has been redrawn; *inspector* is the app's own time for the
-inspection, as its status line says. In the same run, alternating with the
+inspection, as its status line says. The app keeps Gradio's own trace of each event (``GRADIO_PROFILING``):
+the video event's wait in Gradio's queue, its preprocessing, the inspection (the generator's steps: the
+frames, then the rest) and Gradio's postprocessing of its steps are printed too. In the same run, alternating with the
 browser, this process calls vLLM's own ``preprocess_dots3_note_video`` on the same file's bytes with
 the arguments the inspector passes (``benchmarks.inspect_bench.vllm_kwargs``). Each round uses a new
 file (and a new browser context), medians over ``--browser-rounds``; ratio = frames in the browser / vLLM,
@@ -108,13 +110,16 @@ def _free_port() -> int:
 class App:
     """``app.py`` of a checkout, serving preview mode on a loopback port."""
 
-    def __init__(self, checkout: Path, workers: int | None, log: Path, cores: set[int] | None = None):
+    def __init__(self, checkout: Path, workers: int | None, log: Path, cores: set[int] | None = None,
+                 profiling: bool = False):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(self.port)]
         if workers:
             command += ["--inspect-workers", str(workers)]
         env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+        if profiling:  # Gradio's own timings of each event (gradio_queue.profiling_traces)
+            env.update(gradio_queue.PROFILING_ENV)
         env.pop("DOTS3_STUDIO_ARGS", None)
         self.log = log.open("w")
         self.process = subprocess.Popen(command, cwd=checkout, env=env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -341,7 +346,10 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
     match = re.search(rf"{re.escape(video.name)}.*?\((\d+\.\d) s\)", status)
     seconds = {key: (marks[key] - marks["drop"]) / 1000  # NaN stays NaN (playwright hands it over as such)
                for key in ("upload", "listed", "fetch_start", "fetch_end", "frames", "figures")}
-    return {**seconds, "inspector": float(match.group(1)) if match else math.nan}
+    traces = gradio_queue.profiling_traces(url, "inspect_video")  # the newest: this drop's
+    newest = traces[-1] if traces else dict.fromkeys((*gradio_queue.PHASES, "steps"), math.nan)
+    phases = {f"gradio_{key}": value for key, value in newest.items()}
+    return {**seconds, "inspector": float(match.group(1)) if match else math.nan, **phases}
 
 
 def time_to_frames(url: str, videos: list[Path], rounds: int) -> dict[str, Any] | None:
@@ -382,6 +390,13 @@ def print_time_to_frames(label: str, result: dict[str, Any]) -> None:
     print(f"| {vllm:.2f} | {med['upload']:.2f} | {med['inspector']:.1f} | {med['listed']:.2f} | "
           f"{med['fetch_start']:.2f}–{med['fetch_end']:.2f} | {med['frames']:.2f} | "
           f"**{med['frames'] / vllm:.2f}** | {by_round:.2f} | {med['figures']:.2f} |")
+    gradio = {key: statistics.median(r[f"gradio_{key}"] for r in result["browser"])
+              for key in (*gradio_queue.PHASES, "steps")}
+    if not math.isnan(gradio["fn_call"]):
+        print(f"the video event in Gradio (its profiling traces, medians): queue wait {gradio['queue_wait']:.0f} ms, "
+              f"preprocess {gradio['preprocess']:.0f} ms, the inspection {gradio['fn_call']:.0f} ms and "
+              f"postprocess {gradio['postprocess']:.0f} ms over its {gradio['steps']:.0f} steps (the frames, then "
+              "the rest)")
     print("rounds (vLLM s / frames s): " + ", ".join(
         f"{v:.2f}/{b['frames']:.2f}" for v, b in zip(result["vllm"], result["browser"], strict=True)))
 
@@ -403,7 +418,7 @@ def run_app(label: str, checkout: Path, args: argparse.Namespace, videos: list[P
         return
     cores = sorted(os.sched_getaffinity(0))
     pinned = args.pin and len(cores) >= 2
-    app = App(checkout, workers, cache / f"{name}-browser.log", cores={cores[0]} if pinned else None)
+    app = App(checkout, workers, cache / f"{name}-browser.log", cores={cores[0]} if pinned else None, profiling=True)
     mine = set(os.sched_getaffinity(0))
     try:
         if pinned:  # the app on one core; this process, vLLM's baseline and Chromium on the others

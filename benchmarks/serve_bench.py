@@ -23,6 +23,9 @@ the same tokens: the table checks that the output counts and the prompt counts a
   ``(N - 1) / (last arrival - first arrival)``; all: every reply's tokens over the round's wall time
   (from the first submission to the last arrival). Medians over every reply (TTFT, per reply) or
   every round (all).
+* The studio's replies in Gradio: the studio runs with ``GRADIO_PROFILING=1``, and a second table gives,
+  per row, the medians of Gradio's own traces of the timed replies (``gradio_queue.profiling_traces``):
+  the wait in its queue, preprocessing the inputs, postprocessing one streamed step, steps per reply.
 
 Goals (issue 19): TTFT added by the studio ≤ 10 ms at the median, received tok/s ≥ 98 % of vLLM's
 (per reply and all), at every row; the script exits 1 when one is missed. It is a device run (a GPU
@@ -282,7 +285,8 @@ def both_servers(python: str, model: Path, flags: list[str], vllm_flags: list[st
                 "--port", str(vllm_port), *flags, *vllm_flags]
     print("studio:", " ".join(studio_cmd), "\nvLLM:  ", " ".join(vllm_cmd), file=sys.stderr, flush=True)
     started = time.monotonic()
-    with servers.launch(studio_cmd, f"http://127.0.0.1:{studio_port}", logs / "studio.log") as studio, \
+    with servers.launch(studio_cmd, f"http://127.0.0.1:{studio_port}", logs / "studio.log",
+                        gradio_queue.PROFILING_ENV) as studio, \
             servers.launch(vllm_cmd, f"http://127.0.0.1:{vllm_port}", logs / "vllm.log") as vllm:
         servers.ready(studio)
         studio_s = time.monotonic() - started
@@ -341,12 +345,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         max_tokens=args.max_tokens))
             for side in urls:  # first requests: kernels, connections, caches
                 run(side, max(args.rows))
-            table = []
+            table, phases = [], []
             for n in args.rows:
                 for i in range(args.warmup_rounds):  # the batch shapes this row makes: compiled before it is timed
                     for side in (("studio", "vLLM") if i % 2 == 0 else ("vLLM", "studio")):
                         run(side, n)
                 rounds: dict[str, list[tuple[Reply, ...]]] = {"studio": [], "vLLM": []}
+                gradio_queue.clear_profiling(studio_url)  # the timed rounds' replies only
                 for i in range(args.rounds):
                     for side in (("studio", "vLLM") if i % 2 == 0 else ("vLLM", "studio")):
                         rounds[side].append(tuple(run(side, n)))
@@ -354,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             write_replies(args.replies, side, n, i, rounds[side][-1])
                 studio, vllm = Side(tuple(rounds["studio"])), Side(tuple(rounds["vLLM"]))
                 table.append(row_line(n, studio, vllm))
+                phases.append(phase_line(n, gradio_queue.profiling_traces(studio_url, "chat")))
                 print(table[-1][0], file=sys.stderr, flush=True)
                 for error in {*studio.errors, *vllm.errors}:
                     print(f"  error: {error}", file=sys.stderr)
@@ -370,10 +376,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for line, _ in table:
         print(line)
+    print("\nThe studio's replies in Gradio (its profiling traces, medians over the timed replies): the wait in "
+          "Gradio's queue, preprocessing the inputs, postprocessing a streamed step; all before or between what "
+          "the client receives\n")
+    print("| requests at once | queue wait ms | preprocess ms | postprocess ms per step | steps per reply |")
+    print("|---:|---:|---:|---:|---:|")
+    for line in phases:
+        print(line)
     met = all(ok for _, ok in table)
     print(f"\ngoals: TTFT added ≤ {TTFT_GOAL_MS:.0f} ms at the median, received tok/s ≥ {100 * RATE_GOAL:.0f} % of "
           f"vLLM's (per reply and all), same output counts, no errors — {'met' if met else 'missed'}")
     return 0 if met else 1
+
+
+def phase_line(requests: int, traces: Sequence[dict[str, float]]) -> str:
+    """A row of the Gradio-phases table from the studio's /chat traces (``gradio_queue.profiling_traces``)."""
+    if not traces:
+        return f"| {requests} | – | – | – | – |"
+    wait, pre = (statistics.median(t[key] for t in traces) for key in ("queue_wait", "preprocess"))
+    per_step = statistics.median(t["postprocess"] / max(1.0, t["steps"]) for t in traces)
+    steps = statistics.median(t["steps"] for t in traces)
+    return f"| {requests} | {wait:.1f} | {pre:.1f} | {per_step:.2f} | {steps:.0f} |"
 
 
 def write_replies(path: Path, side: str, requests: int, round_: int, replies: Sequence[Reply]) -> None:
