@@ -9,6 +9,7 @@ into the typed settings a turn is built with. Never raises: a value that is not 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,26 +65,34 @@ class ChatSettings:
     tool_choice: str = "auto"  # "required": the reply is one call of the tools, forced by structured outputs
 
 
+SLIDER_LABELS = {"temperature": "temperature", "top_p": "top-p", "repetition_penalty": "repetition penalty"}
+
+
 def chat_settings_from_controls(system_prompt: str | None, tools_json: str | None, temperature: float, top_p: float,
                                 top_k: float | str | None, max_tokens: float, seed: float | str | None,
                                 repetition_penalty: float, tool_choice: str | None = "auto", *,
-                                min_interval_s: float = MIN_INTERVAL_S) -> ChatSettings:
+                                min_interval_s: float = MIN_INTERVAL_S,
+                                bounds: Mapping[str, tuple[float, float]] | None = None) -> ChatSettings:
     """The chat's controls as settings. ``seed`` < 0 or empty = random; ``top_k`` ≤ 0 or empty = off.
 
     Never raises: an emptied number box or a value that is not a number (an API call can send
-    ``null`` or NaN) gives settings whose ``problem`` says which control, and the turn is refused.
+    ``null`` or NaN) gives settings whose ``problem`` says which control, and the turn is refused; so does a
+    slider's value past its ends, given as ``bounds`` (by parameter name: ``SLIDER_LABELS``' keys).
     """
     problems: list[str] = []
     seed_number = None if seed is None or seed == "" else control_number(seed, "seed", -1, problems)
     top_k_number = 0 if top_k is None or top_k == "" else control_number(top_k, "top-k", 0, problems)
     sampling = SamplingSettings(
-        temperature=control_number(temperature, "temperature", 0.7, problems),
-        top_p=control_number(top_p, "top-p", 0.95, problems),
+        temperature=control_number(temperature, SLIDER_LABELS["temperature"], 0.7, problems),
+        top_p=control_number(top_p, SLIDER_LABELS["top_p"], 0.95, problems),
         top_k=int(top_k_number) if top_k_number > 0 else -1,
         max_tokens=max(1, int(control_number(max_tokens, "max tokens", 1024, problems))),
         seed=None if seed_number is None or seed_number < 0 else int(seed_number),
-        repetition_penalty=control_number(repetition_penalty, "repetition penalty", 1.0, problems),
+        repetition_penalty=control_number(repetition_penalty, SLIDER_LABELS["repetition_penalty"], 1.0, problems),
     )
+    for name, (low, high) in (bounds or {}).items():
+        if not low <= (value := getattr(sampling, name)) <= high:
+            problems.append(f"{SLIDER_LABELS[name]} is {value:g}, outside {low:g}–{high:g}")
     problem = f"Check the Sampling panel: {'; '.join(problems)}." if problems else ""
     choice = tool_choice if tool_choice in TOOL_CHOICES else "auto"
     return ChatSettings(system_prompt=system_prompt or "", tools_json=tools_json or "", sampling=sampling,

@@ -100,10 +100,16 @@ def _render_rating(*, chat_on: bool) -> layout.RatingPanel:
                               regenerate_from=regenerate_from, status=status)
 
 
+# The sampling sliders' ends: the page draws the sliders with them, and a value sent past one refuses the turn,
+# naming it (the chat's events read their inputs as sent: setup_chat_events).
+SLIDER_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.05, 1.0), "repetition_penalty": (0.8, 2.0)}
+
+
 def render_quick_sampling(engine: ChatEngine | None, *, max_tokens: int) -> layout.QuickSampling:
     """Temperature, max tokens and seed (work layout: under the upload panels, in the first screen)."""
     with gr.Group(elem_id="quick-sampling", elem_classes=["d3-quick"]):
-        temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature", elem_id="temperature")
+        temperature = gr.Slider(*SLIDER_RANGES["temperature"], value=0.7, step=0.05, label="temperature",
+                                elem_id="temperature")
         with gr.Row():
             max_tokens_box = gr.Number(max_tokens, label="max tokens", precision=0, minimum=1,
                                        maximum=engine.max_model_len if engine else None, elem_id="max-tokens",
@@ -124,10 +130,10 @@ def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens
         if quick is None:
             quick = render_quick_sampling(engine, max_tokens=max_tokens)
         with gr.Row():
-            top_p = gr.Slider(0.05, 1, value=0.95, step=0.01, label="top-p", elem_id="top-p")
+            top_p = gr.Slider(*SLIDER_RANGES["top_p"], value=0.95, step=0.01, label="top-p", elem_id="top-p")
             top_k = gr.Number(-1, label="top-k (-1 = off)", precision=0, elem_id="top-k")
-        repetition_penalty = gr.Slider(0.8, 2, value=1.0, step=0.01, label="repetition penalty",
-                                       elem_id="rep-penalty")
+        repetition_penalty = gr.Slider(*SLIDER_RANGES["repetition_penalty"], value=1.0, step=0.01,
+                                       label="repetition penalty", elem_id="rep-penalty")
     temperature, max_tokens_box, seed = quick.temperature, quick.max_tokens, quick.seed
     with gr.Accordion("Tools", open=True, elem_id="tools-accordion"):
         example = gr.Dropdown(list(chat_views.EXAMPLE_CHOICES), value=None, label="Load example tools",
@@ -184,7 +190,8 @@ def lock_send(engine: ChatEngine | None) -> tuple[Any, ...]:
 
 def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
     """The values of ``layout.ChatControls``' components, in its field order, as chat settings."""
-    return replace(chat_settings_from_controls(**layout.ChatControls.named(controls)), pacer=pacer)
+    settings = chat_settings_from_controls(**layout.ChatControls.named(controls), bounds=SLIDER_RANGES)
+    return replace(settings, pacer=pacer)
 
 
 ChatAction = Literal["send", "regenerate", "regenerate_from", "tool_result", "run_tool"]
@@ -217,9 +224,14 @@ async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPa
                   meter: context_meter.Meter | None = None) -> AsyncGenerator[tuple[Any, ...], None]:
     """Every streaming chat event's one body: the session as it stands (cleared since it was written: the empty
     chat), the controls (``layout.ChatControls``' values, in its field order) read as settings, the replies relayed
-    as ``layout.ChatStream`` steps (closed with ``aclosing``: a Stop or a closed tab aborts the engine request)."""
+    as ``layout.ChatStream`` steps (closed with ``aclosing``: a Stop or a closed tab aborts the engine request).
+
+    The inputs come as the page (or an API call) sent them, not preprocessed (``setup_chat_events``): ``value`` is
+    made text as a Textbox makes it, and the controls are read by ``chat_settings_from_controls``, which takes
+    numbers as sent and refuses the turn, saying which control, when one is not a number."""
     settings = _chat_settings(pacer, controls)
-    replies = _replies(action, engine, studio, current_session(session), value, settings, meter)
+    text = None if value is None else str(value)
+    replies = _replies(action, engine, studio, current_session(session), text, settings, meter)
     async with contextlib.aclosing(_relay(engine, replies)) as relayed:
         async for outputs in relayed:
             yield outputs
@@ -324,8 +336,11 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     tool_in = [studio, panel.session, tools.result, *controls]
     rating = panel.rating
     regen_in = [studio, panel.session, rating.reply, *controls]
+    # preprocess=False: the callbacks read the inputs as the page sends them (``on_turn``). Gradio's preprocessing
+    # handed each input to a worker thread in turn, ten per reply, behind every reply's streamed steps: with 8
+    # replies starting at once that was ~30 ms of each reply's wait for its first token, with 32 ~120 ms.
     chat_common = Options(concurrency_limit=concurrency, concurrency_id="chat",
-                           show_progress="minimal")
+                           show_progress="minimal", preprocess=False)
     held = panel.held.components()
     locked = Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
                      api_visibility="private", show_progress="hidden")

@@ -242,6 +242,7 @@ class Options(TypedDict, total=False):
     js: str | None
     concurrency_limit: int | None | Literal["default"]
     concurrency_id: str | None
+    preprocess: bool
 
 
 class Listen(Options, total=False):
