@@ -102,7 +102,7 @@ def _render_rating(*, chat_on: bool) -> layout.RatingPanel:
 
 # The sampling sliders' ends: the page draws the sliders with them, and a value sent past one refuses the turn,
 # naming it (the chat's events read their inputs as sent: setup_chat_events).
-SLIDER_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.05, 1.0), "repetition_penalty": (0.8, 2.0)}
+SLIDER_RANGES = {"temperature": (0, 2), "top_p": (0.05, 1), "repetition_penalty": (0.8, 2)}
 
 
 def render_quick_sampling(engine: ChatEngine | None, *, max_tokens: int) -> layout.QuickSampling:
