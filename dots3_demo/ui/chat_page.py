@@ -228,7 +228,8 @@ async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPa
 
     The inputs come as the page (or an API call) sent them, not preprocessed (``setup_chat_events``): ``value`` is
     made text as a Textbox makes it, and the controls are read by ``chat_settings_from_controls``, which takes
-    numbers as sent and refuses the turn, saying which control, when one is not a number."""
+    numbers as sent and refuses the turn, saying which control, when one is not a number or a slider's value is
+    past its ends (``SLIDER_RANGES``)."""
     settings = _chat_settings(pacer, controls)
     text = None if value is None else str(value)
     replies = _replies(action, engine, studio, current_session(session), text, settings, meter)
@@ -338,7 +339,7 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     regen_in = [studio, panel.session, rating.reply, *controls]
     # preprocess=False: the callbacks read the inputs as the page sends them (``on_turn``). Gradio's preprocessing
     # handed each input to a worker thread in turn, ten per reply, behind every reply's streamed steps: with 8
-    # replies starting at once that was ~30 ms of each reply's wait for its first token, with 32 ~120 ms.
+    # replies starting at once that was ~45 ms of each reply's wait for its first token, with 32 ~190 ms.
     chat_common = Options(concurrency_limit=concurrency, concurrency_id="chat",
                            show_progress="minimal", preprocess=False)
     held = panel.held.components()
