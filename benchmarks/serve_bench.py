@@ -165,7 +165,7 @@ async def run_round(side: str, base: str, requests: int, *, model: str, max_toke
     async with httpx.AsyncClient(timeout=httpx.Timeout(600), limits=limits) as http:
         if side == "studio":
             config = (await http.get(f"{base}/config")).json()
-            fn_index, data = chat_payload(config, **{"chat-input": PROMPT, "system-prompt": "", "seed": -1,
+            fn_index, data = chat_payload(config, **{"chat-message": PROMPT, "system-prompt": "", "seed": -1,
                                                      "max-tokens": max_tokens, "temperature": 0, "top-p": 1.0})
             one = lambda start: studio_reply(http, base, fn_index, data, start)  # noqa: E731
         else:

@@ -188,15 +188,18 @@ def _assistant_text(chatbot) -> str:
 def chat_payload(config: dict, **by_elem_id) -> tuple[int, list]:
     """``(fn_index, data)`` of the ``/chat`` event as the page sends it: every input's value from the
     page's ``/config`` (what a browser shows before the user touches anything), ``by_elem_id``
-    overriding some (``**{"chat-input": "hi", "max-tokens": 64}``); ``gr.State`` inputs are null."""
+    overriding some (``**{"chat-message": "hi", "max-tokens": 64}``); ``gr.State`` inputs are null."""
     components = {c["id"]: c for c in config["components"]}
     dependency = next(d for d in config["dependencies"] if d.get("api_name") == "chat")
-    data = []
+    data, named = [], set()
     for block in dependency["inputs"]:
         component = components[block]
         props = component.get("props", {})
         value = None if component.get("type") == "state" else props.get("value")
         data.append(by_elem_id.get(props.get("elem_id"), value))
+        named.add(props.get("elem_id"))
+    if unknown := set(by_elem_id) - named:  # a renamed input must not turn into a silent default
+        raise KeyError(f"/chat takes no input with elem_id {sorted(unknown)}")
     return dependency["id"], data
 
 
@@ -262,7 +265,7 @@ async def _run_sessions(url: str, rate: int, sessions: int, seconds: float) -> l
     limits = httpx.Limits(max_connections=4 * sessions + 8, max_keepalive_connections=4 * sessions + 8)
     async with httpx.AsyncClient(timeout=httpx.Timeout(None), limits=limits) as http:
         config = (await http.get(f"{base}/config")).json()
-        fn_index, data = chat_payload(config, **{"chat-input": f"rate={rate} seconds={seconds}",
+        fn_index, data = chat_payload(config, **{"chat-message": f"rate={rate} seconds={seconds}",
                                                  "system-prompt": "", "max-tokens": 64})
         start = asyncio.Event()
         results = [dict() for _ in range(sessions)]
@@ -450,7 +453,7 @@ async def _run_real_sessions(url: str, sessions: int, max_tokens: int, stalls: l
     limits = httpx.Limits(max_connections=4 * sessions + 8, max_keepalive_connections=4 * sessions + 8)
     async with httpx.AsyncClient(timeout=httpx.Timeout(None), limits=limits) as http:
         config = (await http.get(f"{base}/config")).json()
-        fn_index, data = chat_payload(config, **{"chat-input": REAL_PROMPT, "system-prompt": "",
+        fn_index, data = chat_payload(config, **{"chat-message": REAL_PROMPT, "system-prompt": "",
                                                  "max-tokens": max_tokens})
         start = asyncio.Event()
         results = [dict() for _ in range(sessions)]

@@ -77,8 +77,14 @@ def _render_conversation(engine: ChatEngine | None, *, chat_on: bool, height: in
         record_buttons = record_page.render_record_buttons()
     record = layout.RecordPanel(**record_buttons, status=gr.Markdown("", elem_id="record-status"))
     rating = _render_rating(chat_on=chat_on)
-    return dict(chatbot=chatbot, box=box, send=send, stop=stop, regenerate=regenerate, clear=clear, figures=figures,
-                rating=rating, record=record, meter=meter)
+    return dict(chatbot=chatbot, message=_taken_input(box, "chat-message"), send=send, stop=stop,
+                regenerate=regenerate, clear=clear, figures=figures, rating=rating, record=record, meter=meter)
+
+
+def _taken_input(box: gr.Textbox, elem_id: str) -> layout.TakenInput[Any]:
+    """``box`` with the hidden text a streaming event sends from it and whether a turn took it
+    (``layout.TakenInput``)."""
+    return layout.TakenInput(box=box, sent=gr.Textbox(visible=False, elem_id=elem_id), taken=gr.State(True))
 
 
 def _render_rating(*, chat_on: bool) -> layout.RatingPanel:
@@ -155,7 +161,8 @@ def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens
     controls = layout.ChatControls(system_prompt=system_prompt, tools_json=tools_json, temperature=temperature,
                                    top_p=top_p, top_k=top_k, max_tokens=max_tokens_box, seed=seed,
                                    repetition_penalty=repetition_penalty, tool_choice=tool_choice)
-    tools = layout.ToolsPanel(example=example, status=tools_status, panel=panel, result=result, send=send, run=run)
+    tools = layout.ToolsPanel(example=example, status=tools_status, panel=panel,
+                              tool_result=_taken_input(result, "tool-result-sent"), send=send, run=run)
     return controls, tools
 
 
@@ -163,16 +170,18 @@ async def _relay(engine: ChatEngine | None,
                  replies: AsyncGenerator[chat.ChatView, None]) -> AsyncGenerator[tuple[Any, ...], None]:
     """Chat views → one ``layout.ChatStream`` of values per step, in the event's output order.
 
-    The Send button is not an output of the streaming event: ``lock_send`` disables it before the
-    event starts and ``on_chat_settle`` enables it after. Gradio builds a new component object for
-    every component update in every streamed step, so leaving it out keeps each step cheap.
+    Neither the Send button nor the box is an output of the streaming event: ``take_input`` disables the
+    one and empties the other before the event starts, ``on_chat_settle`` enables it and puts back a text
+    no turn took after. Gradio builds a new component object for every component update in every streamed
+    step, a ``gr.skip()`` included (the box's, at every step but the first: about a tenth of the app's
+    time with 32 replies streaming), so leaving them out keeps each step cheap; a ``gr.State`` costs none.
     """
     async with contextlib.aclosing(replies) as stream:
         async for view in stream:
             if view.session.stale:  # cleared while it streamed: closing the reply aborts its engine request
                 return
             step = layout.ChatStream(chatbot=view.history, session=view.session,
-                                     box="" if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
+                                     taken=True if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
                                      figures=view.figures, engine_status=chat_views.engine_status(engine))
             yield tuple(step.components())
 
@@ -186,6 +195,13 @@ def lock_send(engine: ChatEngine | None) -> tuple[Any, ...]:
     """Disable Send, and what a reply's last step would undo (rating it, regenerating from a reply,
     importing a session), while a reply streams (runs before the chat event; ``on_chat_settle`` undoes it)."""
     return (gr.skip(),) * len(layout.HeldByReply.names()) if engine is None else _held(False)
+
+
+def take_input(engine: ChatEngine | None, text: Any) -> tuple[Any, ...]:
+    """Before an event that sends a box's text (``layout.TakenInput``): ``lock_send``'s updates, then the box
+    emptied, its text as the event's input, not yet taken. The text is the browser's, read when the button was
+    pressed: a turn still waiting for a free slot has it, whatever the box holds by then."""
+    return (*lock_send(engine), "", text, False)
 
 
 def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
@@ -247,30 +263,43 @@ on_run_tool = partial(on_turn, "run_tool")  # Run example tool: the example tool
 
 
 # What the settle step and Clear update, in their output order.
-SETTLE_OUTPUTS = (*layout.ChatStream.names(), *layout.HeldByReply.names(), "reply_picker", "rating_status")
+SETTLE_OUTPUTS = (*layout.ChatStream.names(), *layout.HeldByReply.names(), "reply_picker", "rating_status", "box")
 
 
-def on_chat_settle(engine: ChatEngine | None, session: ChatSession) -> tuple[Any, ...]:
+def on_chat_settle(engine: ChatEngine | None, session: ChatSession, taken: bool = True, sent: Any = None,
+                   box: Any = None) -> tuple[Any, ...]:
     """After a chat event ends or is stopped: re-show the session (its figures line too: a reply stopped
-    mid-stream says ``⏹ stopped``, not ``streaming…``) and re-enable Send.
+    mid-stream says ``⏹ stopped``, not ``streaming…``) and re-enable Send. A text the event was sent with
+    (``layout.TakenInput``) that no turn took — refused, or stopped before it was sent — goes back in its box.
 
     It outputs to every output of the chat event, so none is left with the red "Error" badge a
     cancelled event sometimes leaves on its outputs (what ChatInterface does for its chatbot). It is the
     last to write the session: a Clear that arrived while the reply streamed wins over the reply's last
     step (``state.ChatClears``).
     """
+    given_back = _given_back(taken, sent, box)  # ``box``: the event's box (``layout.TakenInput``), as the page has it
     if engine is None:
-        return (gr.skip(),) * len(SETTLE_OUTPUTS)
+        skipped = dict.fromkeys(SETTLE_OUTPUTS, gr.skip()) | {"taken": True, "box": given_back}
+        return tuple(skipped.values())
     shown = current_session(session)  # a Clear during the reply wins over the reply's last step
     # The session's figures line: a stopped reply's says so (``chat.ChatView``), a cleared chat's is empty.
-    step = layout.ChatStream(chatbot=list(shown.display), session=shown, box=gr.skip(),
+    step = layout.ChatStream(chatbot=list(shown.display), session=shown, taken=True,
                              tool_panel=chat_views.tool_rows(shown), figures=shown.figures,
                              engine_status=chat_views.engine_status(engine))
     picker, line = _reply_picker(shown)
     held = dict(zip(layout.HeldByReply.names(), _held(True), strict=True))
     latest_note = chat_views.note_of(shown, chat_views.picked_reply(shown))
     held["rate_note"] = gr.update(interactive=True, value=latest_note)  # the latest reply's note
-    return (*step.components(), *held.values(), picker, line)
+    return (*step.components(), *held.values(), picker, line, given_back)
+
+
+def _given_back(taken: bool, sent: Any, box: Any) -> Any:
+    """The box after an event that did not take its text ``sent``: that text again, before whatever was typed in
+    the box since (nothing is lost); unchanged when the turn took it."""
+    if taken or not sent:
+        return gr.skip()
+    typed = "" if box is None else str(box)
+    return str(sent) if not typed or typed == str(sent) else f"{sent}\n{typed}"
 
 
 CLEAR_OUTPUTS = ("chatbot", "session", "tool_panel", "figures", "reply_picker", "rating_status", "rating_note")
@@ -329,12 +358,13 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     chat_controls.tools_json.change(chat_views.validate_tools_md, chat_controls.tools_json, tools.status,
                                     api_visibility="private", queue=False)
     controls = chat_controls.components()  # the chat callbacks read them by layout.ChatControls' field names
-    # The streamed outputs (all but Send: see _relay); the tool events clear the tool-result box instead.
-    chat_out = layout.ChatStream(chatbot=panel.chatbot, session=panel.session, box=panel.box,
+    # The streamed outputs (neither Send nor the box: see _relay); the tool events take the tool-result box's text.
+    message, result = panel.message, tools.tool_result
+    chat_out = layout.ChatStream(chatbot=panel.chatbot, session=panel.session, taken=message.taken,
                                  tool_panel=tools.panel, figures=panel.figures, engine_status=panel.engine_status)
-    tool_out = replace(chat_out, box=tools.result)
-    chat_in = [studio, panel.session, panel.box, *controls]
-    tool_in = [studio, panel.session, tools.result, *controls]
+    tool_out = replace(chat_out, taken=result.taken)
+    chat_in = [studio, panel.session, message.sent, *controls]  # /chat's message: the text take_input moved there
+    tool_in = [studio, panel.session, result.sent, *controls]
     rating = panel.rating
     regen_in = [studio, panel.session, rating.reply, *controls]
     # preprocess=False: the callbacks read the inputs as the page sends them (``on_turn``). Gradio's preprocessing
@@ -345,24 +375,29 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     held = panel.held.components()
     locked = Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
                      api_visibility="private", show_progress="hidden")
-    streams = (  # (trigger, callback, inputs, outputs, API name, visibility)
-        (panel.send.click, on_chat, chat_in, chat_out, "chat", "public"),
-        (panel.box.submit, on_chat, chat_in, chat_out, "chat_submit", "private"),
-        (panel.regenerate.click, on_regenerate, chat_in, chat_out, "regenerate", "public"),
-        (rating.regenerate_from.click, on_regenerate_from, regen_in, chat_out, "regenerate_from", "public"),
-        (tools.send.click, on_tool_result, tool_in, tool_out, "tool_result", "public"),
-        (tools.run.click, on_run_tool, tool_in, tool_out, "run_example_tool", "public"),
-    )
+    take_message, take_result = locked.copy(), locked.copy()  # Send and Enter, the tool buttons: the box emptied
+    for take, taken_input in ((take_message, message), (take_result, result)):
+        take["fn"], take["inputs"] = partial(take_input, engine), taken_input.box
+        take["outputs"] = [*held, *taken_input.components()]
     asking = locked.copy()  # "↻ from this reply" asks first when it would drop a rating or a note (no: nothing runs)
     asking["js"] = style.CONFIRM_REGENERATE_FROM_JS
+    streams = (  # (trigger, step before, callback, inputs, outputs, its box, API name, visibility)
+        (panel.send.click, take_message, on_chat, chat_in, chat_out, message, "chat", "public"),
+        (panel.box.submit, take_message, on_chat, chat_in, chat_out, message, "chat_submit", "private"),
+        (panel.regenerate.click, locked, on_regenerate, chat_in, chat_out, message, "regenerate", "public"),
+        (rating.regenerate_from.click, asking, on_regenerate_from, regen_in, chat_out, message, "regenerate_from",
+         "public"),
+        (tools.send.click, take_result, on_tool_result, tool_in, tool_out, result, "tool_result", "public"),
+        (tools.run.click, take_result, on_run_tool, tool_in, tool_out, result, "run_example_tool", "public"),
+    )
     events: list[Any] = []
     settles: list[Any] = []
-    for trigger, callback, inputs, outputs, name, visibility in streams:
-        first = asking if name == "regenerate_from" else locked
+    for trigger, first, callback, inputs, outputs, taken_input, name, visibility in streams:
         event = trigger(**first).then(partial(callback, engine, pacer, meter=meter), inputs, outputs.components(),
                                       api_name=name, api_visibility=visibility, **chat_common)
-        settled = event.then(partial(on_chat_settle, engine), panel.session,
-                             [*outputs.components(), *held, rating.reply, rating.status],
+        settled = event.then(partial(on_chat_settle, engine),
+                             [panel.session, taken_input.taken, taken_input.sent, taken_input.box],
+                             [*outputs.components(), *held, rating.reply, rating.status, taken_input.box],
                              show_progress="hidden", api_visibility="private", queue=False)  # no red "Error" badge
         events.append(event)
         settles.append(settled)

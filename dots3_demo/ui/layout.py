@@ -140,10 +140,25 @@ class ChatStream(Record, Generic[T]):
 
     chatbot: T
     session: T
-    box: T  # the chat box, or the tool-result box for the tool events: cleared once sent
+    taken: T  # the event's ``TakenInput.taken``: True once the turn has taken the text it was sent with
     tool_panel: T
     figures: T
     engine_status: T
+
+
+@dataclass(frozen=True)
+class TakenInput(Record, Generic[T]):
+    """A box whose text a streaming event sends (the chat box, the tool-result box), emptied at once.
+
+    The step before the event (``chat_page.take_input``) moves the box's text into ``sent`` (hidden: the event's
+    input, and the ``/chat`` API's message) and sets ``taken`` False; the event sets ``taken`` once the turn has
+    taken the text (it is in the chat), and the settle step after it puts back in ``box`` a text no turn took (a
+    refusal, a Stop before the turn was sent). The box is no output of the streaming event: Gradio rebuilds a
+    component for every skipped output of every streamed step."""
+
+    box: T
+    sent: T
+    taken: T
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,7 @@ class ChatPanel:
     engine_status: gr.Markdown
     engine_timer: gr.Timer
     chatbot: gr.Chatbot
-    box: gr.Textbox
+    message: TakenInput[Any]  # the chat box, the text it sent, whether a turn took it
     send: gr.Button
     stop: gr.Button
     regenerate: gr.Button
@@ -175,6 +190,10 @@ class ChatPanel:
     rating: RatingPanel
     record: RecordPanel
     meter: gr.HTML  # the context meter (``ui.context_meter``)
+
+    @property
+    def box(self) -> gr.Textbox:
+        return self.message.box
 
     @property
     def held(self) -> HeldByReply[Any]:
@@ -212,9 +231,13 @@ class ToolsPanel:
     example: gr.Dropdown
     status: gr.Markdown
     panel: gr.Dataframe
-    result: gr.Textbox
+    tool_result: TakenInput[Any]  # the tool-result box, the text it sent, whether a turn took it
     send: gr.Button
     run: gr.Button
+
+    @property
+    def result(self) -> gr.Textbox:
+        return self.tool_result.box
 
 
 # ---------------------------------------------------------------- the two layouts

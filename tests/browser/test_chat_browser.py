@@ -141,6 +141,34 @@ def test_tool_call_reaches_the_panel_while_text_streams(page, double, shots_dir)
     page.screenshot(path=str(shots_dir / "chat_full.png"), full_page=True)
 
 
+def _box(page) -> str:
+    return page.locator("#chat-input textarea").input_value()
+
+
+def test_the_box_empties_on_send_keeps_what_is_typed_meanwhile_and_gets_back_a_refused_message(page, double,
+                                                                                                shots_dir):
+    """The box is no output of the streaming reply: Send empties it at once (the step before the reply), what is
+    typed while the reply streams stays, and a message no turn took (refused before it was sent: longer than the
+    context) comes back."""
+    _send(page, "say delta")
+    page.wait_for_function("() => document.querySelector('#chat-input textarea').value === ''", polling=10)
+    _wait_text(page, "delta-3", absent=f"delta-{WORDS}")
+    page.locator("#chat-input textarea").fill("next question")  # typed while the reply streams
+    _wait_text(page, f"delta-{WORDS}")
+    page.wait_for_function("() => !document.querySelector('#chat-send').disabled")
+    time.sleep(0.3)  # the settle step has run: nothing it sends may touch the box
+    assert _box(page) == "next question"
+    sent = len(double.generated)
+    too_long = "word " * 33_000  # more tokens than the engine's context (32,768): the meter refuses it unsent
+    page.locator("#chat-input textarea").fill(too_long)
+    page.locator("#chat-send").click()
+    page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('will not fit')")
+    page.wait_for_function("n => document.querySelector('#chat-input textarea').value.length === n",
+                           arg=len(too_long), polling=10, timeout=10_000)
+    assert len(double.generated) == sent  # refused before the engine
+    page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_refused_kept_in_box.png"))
+
+
 def test_stop_ends_the_stream_and_aborts(page, double, shots_dir):
     _send(page, "long bravo")
     _wait_text(page, "bravo-3")

@@ -142,7 +142,7 @@ def test_a_turn_that_will_not_fit_is_refused_before_sending_and_stays_in_the_box
 
     double, steps = asyncio.run(send(over))
     assert double.renderer.calls == []
-    assert len(steps) == 1 and isinstance(steps[0]["box"], type(gr.skip()))
+    assert len(steps) == 1 and isinstance(steps[0]["taken"], type(gr.skip()))
     assert "will not fit" in steps[0]["figures"] and "still in the box" in steps[0]["figures"]
     assert steps[0]["session"].messages == ()
     double, steps = asyncio.run(send(under))

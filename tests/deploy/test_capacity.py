@@ -33,7 +33,7 @@ async def _send_at_once(url: str, double: ScriptedAsyncLLM, n: int) -> tuple[int
     was let go, and each session's last reply text."""
     async with httpx.AsyncClient(timeout=60) as http:
         config = (await http.get(f"{url}/config")).json()
-        fn_index, data = chat_payload(config, **{"chat-input": "hello", "max-tokens": 16})
+        fn_index, data = chat_payload(config, **{"chat-message": "hello", "max-tokens": 16})
 
         async def one() -> str:
             session = gradio_queue.new_session()

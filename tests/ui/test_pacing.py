@@ -108,7 +108,7 @@ def test_streamed_steps_carry_no_component_updates():
 
     outputs = asyncio.run(main())
     assert len(outputs) > 5 and all(len(o) == 6 for o in outputs)
-    assert outputs[0][2] == "" and all(o[2] == gr.skip() for o in outputs[1:])  # box cleared once, then left alone
+    assert outputs[0][2] is True and all(o[2] == gr.skip() for o in outputs[1:])  # the message taken once (a State)
     assert not any(isinstance(value, gr.components.Component) for o in outputs for value in o)
     held = layout.HeldByReply.names()
     locked = dict(zip(held, chat_page.lock_send(engine), strict=True))  # Send, rating, regenerate-from, import
@@ -123,9 +123,39 @@ def test_chat_events_lock_send_first_and_stream_without_it():
 
     engine = _engine(ScriptedAsyncLLM(["x"]))
     demo = ui_app.build_interface(load_profile(), engine, seq=SEQ)
-    send = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chat-send")
+    by_id = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    send = by_id["chat-send"]
     for name in ("chat", "chat_submit", "regenerate", "regenerate_from", "tool_result", "run_example_tool"):
         fn = next(f for f in demo.fns.values() if f.api_name == name)
         assert send not in fn.outputs and len(fn.outputs) == 6
+        # neither box is a streamed output (Gradio rebuilds a component for each skipped output at every step)
+        assert by_id["chat-input"] not in fn.outputs and by_id["tool-result"] not in fn.outputs
         before = [f for f in demo.fns.values() if f.outputs and f.outputs[0] == send and not f.queue]
-        assert any(f.trigger_after is None and fn.trigger_after == f._id for f in before), name
+        first = next(f for f in before if f.trigger_after is None and fn.trigger_after == f._id)
+        box, sent = {"chat": ("chat-input", "chat-message"), "chat_submit": ("chat-input", "chat-message"),
+                     "tool_result": ("tool-result", "tool-result-sent"),
+                     "run_example_tool": ("tool-result", "tool-result-sent")}.get(name, (None, None))
+        if box:  # the step before empties the box and hands its text to the event as its input
+            assert first.inputs == [by_id[box]] and by_id[box] in first.outputs and by_id[sent] in first.outputs
+            assert by_id[sent] in fn.inputs and by_id[box] not in fn.inputs
+        else:
+            assert not first.inputs, name
+
+
+def test_the_settle_step_gives_back_a_text_no_turn_took():
+    """``layout.TakenInput``: the settle step puts back a text the event was sent with but did not take (refused,
+    stopped before it was sent), before anything typed since; a taken text stays out of the box."""
+    engine = _engine(ScriptedAsyncLLM(["x"]))
+    names = chat_page.SETTLE_OUTPUTS
+
+    def settled(*args):
+        return dict(zip(names, chat_page.on_chat_settle(engine, new_session(), *args), strict=True))
+
+    assert settled(False, "hello", "")["box"] == "hello"
+    assert settled(False, "hello", "more")["box"] == "hello\nmore"  # nothing typed since is lost either
+    assert settled(False, "hello", "hello")["box"] == "hello"
+    for args in ((True, "hello", ""), (False, "", "typed"), (False, None, None)):
+        assert settled(*args)["box"] == gr.skip(), args
+    assert settled(False, "hello", "")["taken"] is True  # given back once: a later event's settle leaves the box
+    preview = dict(zip(names, chat_page.on_chat_settle(None, new_session(), False, "hello", ""), strict=True))
+    assert preview["box"] == "hello" and preview["taken"] is True and preview["chatbot"] == gr.skip()
