@@ -220,8 +220,8 @@ async def _said(view: chat.ChatView) -> AsyncGenerator[chat.ChatView, None]:
 def _replies(action: ChatAction, engine: ChatEngine | None, studio: StudioState, session: ChatSession, value: Any,
              settings: ChatSettings, meter: context_meter.Meter | None = None) -> AsyncGenerator[chat.ChatView, None]:
     """What ``action`` asks ``chat`` for; ``value`` is the event's third input (the message, the picked reply or the
-    tool result; the other events pass the box and ignore it). A message that will not fit the context (``meter``)
-    is refused before it is sent, and stays in the box."""
+    tool result, as ``take_input`` handed it on; the other events pass the box's and ignore it). A message that
+    will not fit the context (``meter``) is refused before it is sent, and goes back in the box."""
     if action == "send" and engine is not None and meter is not None and not settings.problem:
         if refusal := meter.refusal(studio, session, value, settings):
             return _said(chat.said(session, f"⚠ {views.esc(refusal)}"))
