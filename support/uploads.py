@@ -5,7 +5,7 @@ Every upload to the page, and every move of a Budget control, runs these steps i
 
 1. *arrives*: ``handlers.announce_*`` (the panel's job in flight is cancelled, the panel shown busy);
 2. the inspection: ``handlers.inspect_*`` → a ``PanelUpdate``: the state, the status line, the
-   toast, and the panel's own views (``PANEL_KEYS``); a video's frames are shown before it, as soon
+   toast, and the panel's own views (its ``EVENT_KEYS``); a video's frames are shown before it, as soon
    as vLLM has sampled them (``frames_shown``);
 3. then ``on_inspected`` (``handlers.status_md`` and ``handlers.shared_views``: the status line of
    every panel, the state the chat reads, the summary and the budget bar), ``on_figures``
@@ -39,7 +39,7 @@ class Shown:
     state: StudioState  # the page's state (gr.State) once every step ran
     status: str  # the status line the page ends on: one line per panel
     error: str | None  # the toast (``gr.Warning``), None when there is none
-    panel: dict[str, Any]  # the inspection's own views: ``PANEL_KEYS``
+    panel: dict[str, Any]  # the inspection's own views: its panel's ``EVENT_KEYS``
     shared: dict[str, Any]  # ``on_inspected``'s: ``SHARED_KEYS`` (empty when the state did not change)
     figures: dict[str, Any]  # ``on_figures``': ``FIGURE_KEYS``
     later: dict[str, Any] = field(default_factory=dict)  # ``on_later_views``': ``LATER_KEYS`` (the video's)

@@ -4,7 +4,7 @@ Each browser session's uploads go through an ``InspectionSession`` (``inspect_*`
 sessions inspect side by side, a new upload to a panel supersedes the one in flight, and each result
 is applied to the session's latest state, so none is lost. An inspection event returns a
 ``PanelUpdate``: the new state, the status line, an optional error message and the panel's own
-views keyed by output name (``PANEL_KEYS``). A key that is missing means "leave that output as it
+views keyed by output name (its panel's ``EVENT_KEYS``). A key that is missing means "leave that output as it
 is" — so a bad upload changes only the status, and every other panel keeps its result. A video's
 frames are shown as soon as vLLM has sampled them (``frames_shown``), its other views
 (``LATER_KEYS``, ``later_views``) once the page has shown the frames. The figures (``panel_figures``)
@@ -50,14 +50,21 @@ FIGURE_KEYS: tuple[str, ...] = ("cost_plot", "fps_plot", "timeline_plot", "mel_p
 # Depend on every panel: drawn by one ordered step after each inspection (``shared_views``). The
 # reserve slider follows the Budget settings alone, so the video panel's events show it themselves.
 SHARED_KEYS: tuple[str, ...] = ("summary", "budget_plot")
-# What an inspection event itself shows: its panel's views but the figures.
-PANEL_KEYS: tuple[str, ...] = tuple(k for k in VIEW_KEYS if k not in FIGURE_KEYS + SHARED_KEYS)
 # The video's views but its frames, drawn once the page has shown the frames (``later_views``): made and sent
 # while the browser fetched the pictures, they held the pictures back (the app's Python work and the
 # pictures' serving share one interpreter lock): 0.2 s from the frames sent to all 27 loaded, against 0.1 s
 # after them (Chromium, 2 cores; benchmarks/inspect_concurrency.py).
 LATER_KEYS: tuple[str, ...] = ("frames_info", "frame_strip", "solver_md", "stream_html", "groups_df", "segment_pick",
                                "segment_audio")
+# What each panel's inspection event itself shows (``panel_views``), besides the state and the status line: its
+# outputs, and no other. Gradio rebuilds a component for every ``gr.skip()`` an event yields: with a skip for
+# each of the other panels' views and the video's later ones, Gradio's postprocessing of a video event's frames
+# step took 24–42 ms and of its last step 23–28 ms, against 14 and 9–12 ms without (in-process, this box).
+EVENT_KEYS: dict[str, tuple[str, ...]] = {
+    "video": ("reserve", "frames_gallery"),
+    "images": ("grid_info", "grid_gallery"),
+    "audio": ("mel_info", "heard_audio"),
+}
 
 GETTING_STARTED = (
     "**Start here:** drop a video, images or audio on the left. Each upload goes through vLLM's own "
@@ -257,9 +264,9 @@ def _rejected(what: str, path: Any, exc: Exception | str, group: str) -> Inspect
 
 
 def panel_views(profile: Profile, state: StudioState, group: str) -> dict[str, Any]:
-    """A group's views but its figures (``PANEL_KEYS``) and, for the video, but those drawn once its frames
-    are shown (``LATER_KEYS``): what an inspection event shows at once. The video's group (``""``: the
-    Budget settings alone) carries the reserve slider too."""
+    """A group's views but its figures and, for the video, but those drawn once its frames are shown
+    (``LATER_KEYS``): what an inspection event shows at once (the group's ``EVENT_KEYS``). The video's group
+    (``""``: the Budget settings alone) carries the reserve slider too."""
     make = {"video": video_frames_views, "images": image_views, "audio": audio_panel_views}.get(group)
     shown = make(profile, state) if make else {}
     if group in ("video", ""):
@@ -394,7 +401,7 @@ class PanelUpdate:
     state: StudioState
     status: str  # the status line: every panel
     error: str | None = None
-    views: dict[str, Any] = field(default_factory=dict)  # ``PANEL_KEYS`` only
+    views: dict[str, Any] = field(default_factory=dict)  # the panel's ``EVENT_KEYS`` only
 
 
 def status_md(session: Inspections) -> str:

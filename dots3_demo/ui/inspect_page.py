@@ -256,13 +256,16 @@ def _with_note(status: str, engine: ChatEngine | None) -> str:
     return f"{status}  \n{note}" if note else status
 
 
-def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None,
+def _emit(panel: str, update: handlers.PanelUpdate | None, engine: ChatEngine | None = None,
           shown: _ShownFrames | None = None) -> tuple[Any, ...]:
-    """``(state, status, *PANEL_KEYS)`` for an inspection event; every one ``gr.skip()`` when a newer
-    upload to the panel superseded it (its result never overwrites the newer one's). The frames gallery
+    """``(state, status, *EVENT_KEYS[panel])`` for an inspection event of ``panel``; every one ``gr.skip()`` when
+    a newer upload to the panel superseded it (its result never overwrites the newer one's). The frames gallery
     this event ``shown`` already is handed again as it was, not encoded twice."""
+    keys = handlers.EVENT_KEYS[panel]
     if update is None:
-        return (gr.skip(),) * (2 + len(handlers.PANEL_KEYS))
+        return (gr.skip(),) * (2 + len(keys))
+    if stray := set(update.views) - set(keys):  # a view the event has no output for would be lost
+        raise RuntimeError(f"the {panel} panel's event cannot show {sorted(stray)}")
     if update.error:
         gr.Warning(update.error, duration=8)
 
@@ -271,7 +274,7 @@ def _emit(update: handlers.PanelUpdate | None, engine: ChatEngine | None = None,
             return shown.files
         return _value_for(key, update.views[key])
 
-    updates = [value(key) if key in update.views else gr.skip() for key in handlers.PANEL_KEYS]
+    updates = [value(key) if key in update.views else gr.skip() for key in keys]
     return (update.state, _with_note(update.status, engine), *updates)
 
 
@@ -291,9 +294,9 @@ class _ShownFrames:
                                                                                     strict=True))
 
     def outputs(self) -> tuple[Any, ...]:
-        """The event's outputs with the gallery alone: the state, the status line and the rest wait."""
+        """The video event's outputs with the gallery alone: the state, the status line and the reserve wait."""
         return tuple(self.files if key == "frames_gallery" else gr.skip()
-                     for key in ("state", "status", *handlers.PANEL_KEYS))
+                     for key in ("state", "status", *handlers.EVENT_KEYS["video"]))
 
 
 def _frames_first(inspect: Callable[[FramesReady], handlers.PanelUpdate | None], profile: Profile,
@@ -335,7 +338,7 @@ def _frames_first(inspect: Callable[[FramesReady], handlers.PanelUpdate | None],
             kind, value = steps.get()
         if kind == "raised":
             raise value
-        yield _emit(value, engine, shown)
+        yield _emit("video", value, engine, shown)
     finally:
         sent.set()  # an event closed early (the tab went away) never holds its inspection
 
@@ -375,17 +378,17 @@ def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_
 
 def on_images(profile: Profile, inspections: Inspections, paths: Sequence[str] | str | None, *,
               limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit(handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
+    return _emit("images", handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
 
 
 def on_audio_file(profile: Profile, inspections: Inspections, path: str | None, *,
                   limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit(handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
+    return _emit("audio", handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
 
 
 def on_audio_mic(profile: Profile, inspections: Inspections, path: str | None, *,
                  limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit(handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
+    return _emit("audio", handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
 
 
 # An upload announced as it arrives (queue=False, before its inspection waits for a worker): the
@@ -464,7 +467,8 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
        status line shows the panel busy;
     2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor; one
        visitor's panels run side by side too, each result applied to the visitor's latest state
-       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views; a video's
+       (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views (its outputs: the
+       state, the status line and ``handlers.EVENT_KEYS[panel]``, nothing of the other panels); a video's
        frames the moment vLLM has sampled them (``_frames_first``: the gallery alone, then the state, the
        status line and the reserve). A superseded inspection changes nothing once a newer result is shown;
     3. then — once the browser has shown the new pictures (``AFTER_THE_PICTURES_JS``), so drawing does
@@ -475,7 +479,6 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     """
     budget, outputs = model_views.budget, model_views.outputs
     inspections = gr.State(handlers.new_inspections(state.value))
-    panel_out = [state, uploads.status, *(outputs[key] for key in handlers.PANEL_KEYS)]
     shared_out = [state, uploads.status, *(outputs[key] for key in handlers.SHARED_KEYS)]
     figure_out = [outputs[key] for key in handlers.FIGURE_KEYS]
     later_out = [outputs[key] for key in handlers.LATER_KEYS]
@@ -484,9 +487,10 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     shown: list[Dependency] = []
 
     def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
-                progress_on: list[Any], video: bool = False, **kwargs: Any) -> None:
+                progress_on: list[Any], panel: str, **kwargs: Any) -> None:
         # "multiple": a second upload's inspection starts while the first's runs (and supersedes it);
         # "always_last": the steps after it draw whatever is latest, so pending ones coalesce.
+        panel_out = [state, uploads.status, *(outputs[key] for key in handlers.EVENT_KEYS[panel])]
         main = arrived.then(fn, [inspections, *inputs], panel_out, api_name=api_name, concurrency_limit=workers,
                             concurrency_id="inspect", show_progress_on=progress_on, trigger_mode="multiple",
                             **kwargs)
@@ -497,7 +501,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                                **after))
         main.then(on_figures, outputs=figure_out, api_name=f"{api_name}_figures", concurrency_limit=workers,
                   concurrency_id="inspect-figures", **after)
-        if video:  # the video's views but its frames and figures
+        if panel == "video":  # the video's views but its frames and figures
             main.then(partial(on_later_views, profile), outputs=later_out, api_name=f"{api_name}_views",
                       concurrency_limit=workers, concurrency_id="inspect-views", **after)
 
@@ -505,25 +509,25 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     inspect(uploads.video.change(partial(on_video_arrives, engine), [inspections, uploads.video],
                                  trigger_mode="multiple", **arrives),
             partial(on_video, profile, limits=limits, engine=engine), [uploads.video, *controls],
-            api_name="inspect_video", show_progress="full", progress_on=[frames], video=True)
+            api_name="inspect_video", show_progress="full", progress_on=[frames], panel="video")
     for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
                           (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),
                           (budget.k_mode.input, "set_k_mode"), (budget.reserve_auto.input, "set_reserve_auto")):
         inspect(trigger(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
                 partial(on_settings, profile, limits=limits, engine=engine), controls, api_name=name,
-                show_progress="minimal", progress_on=[solver, frames], video=True)
+                show_progress="minimal", progress_on=[solver, frames], panel="video")
     budget.reserve_auto.change(on_reserve_auto, budget.reserve_auto, budget.reserve, api_name="reserve_auto_toggle",
                                api_visibility="private", queue=False)
     inspect(uploads.images.change(partial(on_images_arrive, engine), [inspections, uploads.images],
                                   trigger_mode="multiple", **arrives),
             partial(on_images, profile, limits=limits, engine=engine), [uploads.images], api_name="inspect_images",
-            progress_on=[outputs["grid_gallery"]])
+            progress_on=[outputs["grid_gallery"]], panel="images")
     for component, source, fn, name in ((uploads.audio_file, "file", on_audio_file, "inspect_audio"),
                                         (uploads.audio_mic, "microphone", on_audio_mic, "inspect_recording")):
         inspect(component.change(partial(on_audio_arrives, source, engine), [inspections, component],
                                  trigger_mode="multiple", **arrives),
                 partial(fn, profile, limits=limits, engine=engine), [component], api_name=name,
-                progress_on=[outputs["mel_info"]])
+                progress_on=[outputs["mel_info"]], panel="audio")
     segment_pick, segment_audio = outputs["segment_pick"], outputs["segment_audio"]
     segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
     outputs["groups_df"].select(on_group_select, state, segment_pick, api_name="group_select",
@@ -533,7 +537,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                    api_visibility="private", queue=False)
     inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
             partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
-            api_visibility="private", show_progress="hidden", progress_on=[solver], video=True)
+            api_visibility="private", show_progress="hidden", progress_on=[solver], panel="video")
     return shown
 
 

@@ -16,7 +16,7 @@ from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.chat_views import ENGINE_HELP
-from dots3_demo.ui.handlers import FIGURE_KEYS, LATER_KEYS, PANEL_KEYS, SHARED_KEYS, VIEW_KEYS
+from dots3_demo.ui.handlers import EVENT_KEYS, FIGURE_KEYS, LATER_KEYS, SHARED_KEYS, VIEW_KEYS
 from support.uploads import Page
 
 
@@ -39,7 +39,7 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
         assert caption.endswith(f"{frame.tokens} tok")
         assert image.size == frame.image.size
     assert set(loaded.views) <= set(VIEW_KEYS)
-    assert set(loaded.panel) <= set(PANEL_KEYS) and set(loaded.shared) == set(SHARED_KEYS)
+    assert set(loaded.panel) <= set(EVENT_KEYS["video"]) and set(loaded.shared) == set(SHARED_KEYS)
     assert set(loaded.later) == set(LATER_KEYS) and not set(loaded.panel) & set(LATER_KEYS)
     assert set(loaded.figures) == {"cost_plot", "fps_plot", "timeline_plot"} < set(FIGURE_KEYS)
     for key in ("cost_plot", "fps_plot", "timeline_plot"):

@@ -79,7 +79,7 @@ def test_two_sessions_inspect_at_once_and_each_gets_its_own_result(live, profile
     clips = {"a": clip_with_audio, "b": clip_silent}
     expected = {k: inspect_file(p, profile, VideoSettings(seq=SEQ), expected="video") for k, p in clips.items()}
     assert _timestamps(expected["a"]) != _timestamps(expected["b"])
-    gallery_at = handlers.PANEL_KEYS.index("frames_gallery") + 1  # the API's outputs: status, then the views
+    gallery_at = handlers.EVENT_KEYS["video"].index("frames_gallery") + 1  # the API's outputs: status, the views
     results: dict[str, tuple] = {}
 
     def upload(key: str) -> None:

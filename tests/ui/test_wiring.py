@@ -120,6 +120,35 @@ def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as
     assert len(skipped) == len(bad) - 2  # every view output is gr.skip()
 
 
+def test_each_inspection_event_outputs_its_own_panels_views_and_no_other(demo, clip_with_audio, photo, tone,
+                                                                        text_as_video):
+    """An inspection event's outputs are the state, the status line and its panel's views (``EVENT_KEYS``): Gradio
+    rebuilds a component for every ``gr.skip()`` an event yields, so none is spent on another panel's views. Every
+    result of the wired callbacks (an upload, a bad file, a clear, a Budget move) fits the event's outputs."""
+    shown = {"video": ["reserve-slider", "frames-gallery"], "images": ["grid-info", "grid-gallery"],
+             "audio": ["mel-info", "heard-audio"]}
+    assert {panel: len(keys) for panel, keys in handlers.EVENT_KEYS.items()} == {k: len(v) for k, v in shown.items()}
+    for name, panel in (("inspect_video", "video"), ("set_seq", "video"), ("sync_max_new_tokens", "video"),
+                        ("inspect_images", "images"), ("inspect_audio", "audio"), ("inspect_recording", "audio")):
+        state, status, *views = _fn(demo, name).outputs
+        assert isinstance(state, gr.State) and status is _by_id(demo, "status"), name
+        assert [b.elem_id for b in views] == shown[panel], name
+    session = handlers.new_inspections(initial_state(SEQ))
+    budget = (SEQ, True, 0, 0, 1.0, "eval_ek")
+    runs = [("inspect_video", (str(clip_with_audio), *budget)), ("inspect_video", (str(text_as_video), *budget)),
+            ("set_seq", budget), ("inspect_video", (None, *budget)), ("set_seq", budget),
+            ("inspect_images", ([str(photo)],)), ("inspect_images", ([str(text_as_video)],)),
+            ("inspect_images", (None,)),
+            ("inspect_audio", (str(tone),)), ("inspect_audio", (str(text_as_video),)), ("inspect_audio", (None,)),
+            ("inspect_recording", (str(tone),))]
+    for name, args in runs:
+        fn = _fn(demo, name)
+        result = fn.fn(session, *args)
+        steps = list(result) if name in ("inspect_video", "set_seq") else [result]
+        assert steps and all(len(step) == len(fn.outputs) for step in steps), (name, args)
+        assert steps[-1][1] == handlers.status_md(session), (name, args)  # the status line of every panel
+
+
 def test_the_wired_video_and_budget_events_inspect_with_the_apps_profile(demo, profile, clip_with_audio):
     """The upload and a Budget control, as wired: the state they leave holds the inspector's report for this app's
     profile and the settings the Budget controls give, read by name (``BudgetControls``' order)."""
