@@ -274,7 +274,9 @@ async def send_tool_results(engine: ChatEngine | None, studio: StudioState, sess
         yield said(updated, f"Result sent for `{waiting[0].name}`; {len(still)} call(s) still waiting "
                    "(the model continues once every call has a result).", clear_input=True)
         return
-    async with contextlib.aclosing(_stream_reply(engine, studio, updated, settings, unsent=None)) as views_:
+    took_input = not run_examples  # the typed result is in the conversation now: the box stays empty
+    async with contextlib.aclosing(_stream_reply(engine, studio, updated, settings, unsent=None,
+                                                 took_input=took_input)) as views_:
         async for view in views_:
             yield view
 
@@ -293,17 +295,20 @@ async def _wait_for_engine(engine: ChatEngine, sent: ChatSession,
 
 
 async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSession, settings: ChatSettings,
-                        *, unsent: ChatSession | None) -> AsyncGenerator[ChatView, None]:
+                        *, unsent: ChatSession | None, took_input: bool = False) -> AsyncGenerator[ChatView, None]:
     """Stream one assistant reply for ``sent.messages``.
 
     ``unsent`` is the session before the new user turn: if the engine rejects the turn, the
-    user turn is dropped from what the engine will see (the bubble stays, with the notice).
+    user turn is dropped from what the engine will see (the bubble stays, with the notice). With a new
+    user turn, or ``took_input`` (a typed tool result is in ``sent``), the views say the box's text was
+    taken, so the box is not given it back.
     """
     rejected_base = unsent if unsent is not None else sent
+    took = unsent is not None or took_input  # the views say the box's text was taken (``ChatView.clear_input``)
 
     def refused(reason: str, title: str = "⚠ Not sent to the model") -> ChatView:
         kept = replace(rejected_base, display=sent.display + (chat_views.notice(reason, title),))
-        return said(kept, f"⚠ {views.esc(reason)}", clear_input=unsent is not None)
+        return said(kept, f"⚠ {views.esc(reason)}", clear_input=took)
 
     try:
         tools = parse_tools_json(settings.tools_json)
@@ -320,9 +325,9 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         yield refused(str(exc))
         return
     unanswered = replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY)  # what stays if stopped before the reply
-    yield ChatView(unanswered, "⏳ sending…", clear_input=unsent is not None)
+    yield ChatView(unanswered, "⏳ sending…", clear_input=took)
     try:
-        async with contextlib.aclosing(_wait_for_engine(engine, sent, unsent is not None)) as waiting:
+        async with contextlib.aclosing(_wait_for_engine(engine, sent, took)) as waiting:
             async for view in waiting:
                 yield view
     except EngineUnavailable as exc:

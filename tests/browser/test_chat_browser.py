@@ -169,6 +169,36 @@ def test_the_box_empties_on_send_keeps_what_is_typed_meanwhile_and_gets_back_a_r
     page.locator("#chat-panel").screenshot(path=str(shots_dir / "chat_refused_kept_in_box.png"))
 
 
+def _tool_box(page) -> str:
+    return page.locator("#tool-result textarea").input_value()
+
+
+def test_the_tool_result_box_gets_back_a_result_no_call_took_and_empties_for_one_that_is_taken(page, double):
+    """The tool-result box works as the chat box (``layout.TakenInput``): a result sent while no call waits comes
+    back, with the notice; one sent for a waiting call is taken (the box stays empty) and reaches the model."""
+    page.locator("#tool-result textarea").fill('{"temperature": 7}')
+    page.locator("#tool-send").click()
+    page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('No tool call is "
+                           "waiting')", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#tool-result textarea').value === '{\"temperature\": 7}'",
+                           polling=10, timeout=10_000)
+    page.locator("#tool-examples input").click()
+    page.get_by_role("option", name="weather", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#tools-status').innerText.includes('1 tool(s)')")
+    _send(page, "weather in Lyon")
+    page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('tool_calls')")
+    assert _tool_box(page) == '{"temperature": 7}'  # the reply left the box alone
+    page.locator("#tool-result textarea").fill('{"temperature": 19}')
+    page.locator("#tool-send").click()
+    page.wait_for_function("() => document.querySelector('#tool-result textarea').value === ''", polling=10)
+    page.wait_for_function("() => document.querySelector('#tool-panel').innerText.includes('answered')")
+    page.wait_for_function("() => document.querySelector('#chat-figures').innerText.includes('finish')")
+    time.sleep(0.3)  # the settle step has run: the taken result stays out of the box
+    assert _tool_box(page) == ""
+    last = double.generated[-1][0]["conversation"][-1]
+    assert last["role"] == "tool" and "19" in str(last["content"]), last
+
+
 def test_stop_ends_the_stream_and_aborts(page, double, shots_dir):
     _send(page, "long bravo")
     _wait_text(page, "bravo-3")

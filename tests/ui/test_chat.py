@@ -181,8 +181,12 @@ def test_tool_result_round_trip(studio):
     titles = [m.get("metadata", {}).get("title") for m in final.session.display]
     assert "🛠 get_weather" in titles and "↩ get_weather result (sent to the model)" in titles
 
-    # a result typed by the user goes the same way
-    manual = _run(chat.send_tool_results(engine, studio, called.session, settings, result='{"temp": 3}'))[-1]
+    assert not any(view.clear_input for view in views)  # the examples answered: the box keeps what it holds
+
+    # a result typed by the user goes the same way, and the box does not get it back (its first view takes it)
+    typed = _run(chat.send_tool_results(engine, studio, called.session, settings, result='{"temp": 3}'))
+    manual = typed[-1]
+    assert typed[0].clear_input
     assert double.renderer.calls[-1]["conversations"][0][-1] == {
         "role": "tool", "tool_call_id": call.id, "content": '{"temp": 3}'}
     assert manual.session.tools == (call.answered('{"temp": 3}'),)
