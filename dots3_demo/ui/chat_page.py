@@ -204,6 +204,12 @@ def take_input(engine: ChatEngine | None, text: Any) -> tuple[Any, ...]:
     return (*lock_send(engine), "", text, False)
 
 
+def leave_input(engine: ChatEngine | None) -> tuple[Any, ...]:
+    """Before an event that sends no box's text but writes its ``taken`` (Run example tool, beside the tool-result
+    box): ``lock_send``'s updates, and nothing to give back after it — the box is left as the visitor has it."""
+    return (*lock_send(engine), True)
+
+
 def _chat_settings(pacer: StreamPacer, controls: tuple) -> ChatSettings:
     """The values of ``layout.ChatControls``' components, in its field order, as chat settings."""
     settings = chat_settings_from_controls(**layout.ChatControls.named(controls), bounds=SLIDER_RANGES)
@@ -375,10 +381,12 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     held = panel.held.components()
     locked = Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
                      api_visibility="private", show_progress="hidden")
-    take_message, take_result = locked.copy(), locked.copy()  # Send and Enter, the tool buttons: the box emptied
+    take_message, take_result = locked.copy(), locked.copy()  # Send and Enter, Send tool result: the box emptied
     for take, taken_input in ((take_message, message), (take_result, result)):
         take["fn"], take["inputs"] = partial(take_input, engine), taken_input.box
         take["outputs"] = [*held, *taken_input.components()]
+    leave_result = locked.copy()  # Run example tool: the examples answer, the tool-result box keeps its text
+    leave_result["fn"], leave_result["outputs"] = partial(leave_input, engine), [*held, result.taken]
     asking = locked.copy()  # "↻ from this reply" asks first when it would drop a rating or a note (no: nothing runs)
     asking["js"] = style.CONFIRM_REGENERATE_FROM_JS
     streams = (  # (trigger, step before, callback, inputs, outputs, its box, API name, visibility)
@@ -388,7 +396,7 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
         (rating.regenerate_from.click, asking, on_regenerate_from, regen_in, chat_out, message, "regenerate_from",
          "public"),
         (tools.send.click, take_result, on_tool_result, tool_in, tool_out, result, "tool_result", "public"),
-        (tools.run.click, take_result, on_run_tool, tool_in, tool_out, result, "run_example_tool", "public"),
+        (tools.run.click, leave_result, on_run_tool, tool_in, tool_out, result, "run_example_tool", "public"),
     )
     events: list[Any] = []
     settles: list[Any] = []

@@ -133,13 +133,15 @@ def test_chat_events_lock_send_first_and_stream_without_it():
         before = [f for f in demo.fns.values() if f.outputs and f.outputs[0] == send and not f.queue]
         first = next(f for f in before if f.trigger_after is None and fn.trigger_after == f._id)
         box, sent = {"chat": ("chat-input", "chat-message"), "chat_submit": ("chat-input", "chat-message"),
-                     "tool_result": ("tool-result", "tool-result-sent"),
-                     "run_example_tool": ("tool-result", "tool-result-sent")}.get(name, (None, None))
+                     "tool_result": ("tool-result", "tool-result-sent")}.get(name, (None, None))
         if box:  # the step before empties the box and hands its text to the event as its input
             assert first.inputs == [by_id[box]] and by_id[box] in first.outputs and by_id[sent] in first.outputs
             assert by_id[sent] in fn.inputs and by_id[box] not in fn.inputs
-        else:
-            assert not first.inputs, name
+        else:  # nothing taken: no box emptied (Run example tool leaves the tool-result box as it is)
+            assert not first.inputs and not {by_id["chat-input"], by_id["tool-result"]} & set(first.outputs), name
+    run = next(f for f in demo.fns.values() if f.api_name == "run_example_tool")
+    before_run = next(f for f in demo.fns.values() if f._id == run.trigger_after)
+    assert chat_page.leave_input(engine)[-1] is True and isinstance(before_run.outputs[-1], gr.State)
 
 
 def test_the_settle_step_gives_back_a_text_no_turn_took():
