@@ -7,15 +7,18 @@ and ``app.py smoke`` build every request here, so a feature that touches the req
 * :func:`user_message` — one user turn as the engine gets it: the media first, then the text;
 * :func:`build_turn` — the request: the system prompt (none when blank), the messages, the tools, the sampling
   and the video budget (``TurnRequest.mm_processor_kwargs``);
-* :func:`engine_start` — a turn waiting for the engine to load, with the load stage to show meanwhile.
+* :func:`engine_start` — a turn waiting for the engine to load, with the load stage to show meanwhile;
+* :func:`asked_ahead` — a turn's engine stream with its first delta asked for at once, so the request reaches the
+  engine while the page is sent the step before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from dots3_demo.core.records import MediaItem
 from dots3_demo.core.state import ChatSession, StudioState
@@ -25,6 +28,8 @@ from dots3_demo.inspection.video import VideoSettings
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 MEDIA_PARTS = {"image": "image_url", "audio": "audio_url", "video": "video_url"}  # a MediaItem's kind → its part
 START_WAIT_UPDATE_S = 1.0  # how often a turn waiting for the engine to load shows the load stage
+T = TypeVar("T")
+_ENDED = object()  # the first ask found the stream empty
 
 
 def panel_media(studio: StudioState) -> list[MediaItem]:
@@ -90,3 +95,43 @@ async def engine_start(engine: ChatEngine) -> AsyncGenerator[str, None]:
             starting.result()
             return
         yield loading_line(engine.status) or "starting"
+
+
+@contextlib.asynccontextmanager
+async def asked_ahead(stream: AsyncGenerator[T, None]) -> AsyncIterator[AsyncGenerator[T, None]]:
+    """``stream``'s items, the first asked for at once in a task of its own: an engine's ``stream_turn`` renders the
+    prompt and hands vLLM the request while the caller is still suspended at a yield (Gradio post-processes and sends
+    a streamed step before it asks for the next; the chat's "⏳ sending…" step took ~5 ms of the event loop here,
+    one after another for replies started together, and every request waited for its own).
+
+    Leaving the block closes ``stream`` — for an engine, aborting its request (a Stop, a closed tab) — after
+    cancelling the ask if it still waits. A cancel of the caller while it awaits the first item cancels the ask too
+    (awaiting a task passes its cancel on), so the request is aborted as it would be without the task."""
+
+    async def first_item() -> Any:
+        try:
+            return await anext(stream)
+        except StopAsyncIteration:  # a task cannot raise it to its awaiter
+            return _ENDED
+
+    first = asyncio.create_task(first_item())
+
+    async def items() -> AsyncGenerator[T, None]:
+        item = await first
+        if item is _ENDED:
+            return
+        yield item
+        async for item in stream:
+            yield item
+
+    rest = items()
+    try:
+        yield rest
+    finally:
+        await rest.aclose()
+        if not first.done():
+            first.cancel()
+            await asyncio.wait({first})
+        if not first.cancelled():
+            first.exception()  # retrieved: an error nobody awaited (closed before the first item) is not logged as lost
+        await stream.aclose()

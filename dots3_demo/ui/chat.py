@@ -38,7 +38,7 @@ from dots3_demo.core.records import Answer, MediaItem, ReplyRating, Verdict, tur
 from dots3_demo.core.reply import Reply
 from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import ChatSession, SessionMark, StudioState
-from dots3_demo.core.turns import MEDIA_PARTS, build_turn, engine_start, new_media, user_message
+from dots3_demo.core.turns import MEDIA_PARTS, asked_ahead, build_turn, engine_start, new_media, user_message
 from dots3_demo.engine.media import check_media_limits
 from dots3_demo.engine.protocol import ChatEngine, EngineUnavailable, RequestRefused, ToolCall, TurnRejected
 from dots3_demo.tools import ToolSchemaError, parse_tools_json, run_example_tool
@@ -325,14 +325,19 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
         yield refused(str(exc))
         return
     unanswered = replace(sent, figures=chat_views.STOPPED_BEFORE_REPLY)  # what stays if stopped before the reply
-    yield ChatView(unanswered, "⏳ sending…", clear_input=took)
-    try:
-        async with contextlib.aclosing(_wait_for_engine(engine, sent, took)) as waiting:
-            async for view in waiting:
-                yield view
-    except EngineUnavailable as exc:
-        yield refused(f"The engine is not available: {exc}")
-        return
+    sending = ChatView(unanswered, "⏳ sending…", clear_input=took)
+    # A ready engine gets the request while the "sending…" step is post-processed and sent (``asked_ahead``); one that
+    # is loading (or failed) is waited for first, its load stage shown, as before.
+    ready = engine.status.state == "ready"
+    if not ready:
+        yield sending
+        try:
+            async with contextlib.aclosing(_wait_for_engine(engine, sent, took)) as waiting:
+                async for view in waiting:
+                    yield view
+        except EngineUnavailable as exc:
+            yield refused(f"The engine is not available: {exc}")
+            return
     turn = build_turn(session_id=sent.session_id, system=settings.system_prompt, messages=sent.messages, tools=tools,
                       sampling=settings.sampling, video=studio.settings, tool_choice=settings.tool_choice)
     note = chat_views.budget_note(studio, settings.sampling, sent.media)
@@ -372,10 +377,11 @@ async def _stream_reply(engine: ChatEngine, studio: StudioState, sent: ChatSessi
 
     pacer = settings.pacer or StreamPacer(min_interval_s=settings.min_interval_s, max_updates_per_s=float("inf"),
                                           render_chars_per_s=float("inf"))  # only the interval asked for
-    stream = engine.stream_turn(turn)
     try:
         with pacer.streaming():
-            async with contextlib.aclosing(stream):
+            async with asked_ahead(engine.stream_turn(turn)) as stream:  # closed: the request aborted
+                if ready:
+                    yield sending
                 async for delta in stream:
                     before, reply = reply, reply.add(delta)
                     now = time.monotonic()

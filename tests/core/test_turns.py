@@ -11,11 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from dots3_demo.budget import VideoSettings
 from dots3_demo.core.records import MediaItem, TurnSetting
 from dots3_demo.core.settings import ChatSettings
 from dots3_demo.core.state import StudioState, new_session
-from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT, build_turn, new_media, panel_media, user_message
+from dots3_demo.core.turns import DEFAULT_SYSTEM_PROMPT, asked_ahead, build_turn, new_media, panel_media, user_message
 from dots3_demo.engine.protocol import SamplingSettings, TurnRequest
 from dots3_demo.inspection.plan import FilePlan
 from dots3_demo.ui import chat
@@ -116,3 +118,94 @@ def test_the_chat_compare_eval_and_smoke_send_the_turn_core_builds(tmp_path: Pat
     sent = smoke.turn_request(smoke_turn, [item], seq=4096)
     assert sent.messages == expected.messages[1:]  # the smoke test sends no system prompt
     assert (sent.tools, sent.tool_choice, sent.video) == ([TOOL], "required", VideoSettings(seq=4096))
+
+
+class _Stream:
+    """An async generator's run, recorded: when it was first asked, whether it was closed, how it ended."""
+
+    def __init__(self, items: list[Any], *, hold: asyncio.Event | None = None, error: Exception | None = None) -> None:
+        self.items, self.hold, self.error = items, hold, error
+        self.asked = self.closed = self.cancelled = False
+
+    async def run(self):
+        self.asked = True
+        try:
+            if self.hold is not None:
+                await self.hold.wait()
+            if self.error is not None:
+                raise self.error
+            for item in self.items:
+                yield item
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        finally:
+            self.closed = True
+
+
+def test_asked_ahead_asks_for_the_first_item_before_the_caller_does_and_yields_every_item():
+    async def main():
+        stream = _Stream([1, 2, 3])
+        async with asked_ahead(stream.run()) as items:
+            await asyncio.sleep(0)  # the caller is elsewhere (the chat: at its "sending…" yield)
+            assert stream.asked  # the engine already has the request
+            got = [item async for item in items]
+        assert got == [1, 2, 3] and stream.closed
+        empty = _Stream([])
+        async with asked_ahead(empty.run()) as items:
+            assert [item async for item in items] == []
+
+    asyncio.run(main())
+
+
+def test_asked_ahead_raises_the_first_asks_error_to_the_caller():
+    async def main():
+        stream = _Stream([1], error=ValueError("refused"))
+        with pytest.raises(ValueError, match="refused"):
+            async with asked_ahead(stream.run()) as items:
+                await asyncio.sleep(0)
+                async for _ in items:
+                    pass
+        assert stream.closed
+
+    asyncio.run(main())
+
+
+def test_asked_ahead_left_before_the_first_item_cancels_the_ask_and_closes_the_stream(caplog):
+    async def main():
+        hold = asyncio.Event()
+        stream = _Stream([1], hold=hold)
+        async with asked_ahead(stream.run()):
+            await asyncio.sleep(0)
+            assert stream.asked and not stream.closed
+        assert stream.cancelled and stream.closed  # an engine stream closed so aborts its request
+        # the first ask ended in an error nobody awaited: it is not reported as a lost task exception
+        failed = _Stream([], error=ValueError("lost"))
+        async with asked_ahead(failed.run()):
+            await asyncio.sleep(0.01)
+        assert failed.closed
+
+    import gc
+    asyncio.run(main())
+    gc.collect()
+    assert "exception was never retrieved" not in caplog.text
+
+
+def test_asked_ahead_passes_a_cancel_of_the_caller_to_the_ask():
+    async def main():
+        hold = asyncio.Event()
+        stream = _Stream([1], hold=hold)
+
+        async def consume():
+            async with asked_ahead(stream.run()) as items:
+                async for _ in items:
+                    pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.01)
+        task.cancel()  # Gradio's Stop, while the caller waits for the first item
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert stream.cancelled and stream.closed
+
+    asyncio.run(main())

@@ -127,6 +127,29 @@ def test_stop_cancels_and_aborts(studio):
     asyncio.run(main())
 
 
+def test_a_ready_engine_gets_the_request_while_the_sending_step_is_out_and_a_close_there_aborts_it(studio):
+    """The first view ("⏳ sending…") is what Gradio post-processes and sends before it asks for the next; the
+    request is already with the engine by then (``core.turns.asked_ahead``), and a closed tab at that view aborts it."""
+
+    async def main():
+        double = ScriptedAsyncLLM(["a", "b"], hold_at=0)
+        engine = _engine(double)
+        await engine.start()
+        agen = chat.send_message(engine, studio, new_session(), "hi", _settings())
+        first = await anext(agen)
+        assert first.figures == "⏳ sending…"
+        await asyncio.wait_for(double.reached_hold.wait(), 5)  # reached while the caller holds the first view
+        (_, _, request_id), = double.generated
+        await agen.aclose()  # GeneratorExit at the "sending…" yield (tab closed)
+        assert double.aborted == [request_id] and double.closed_streams == [request_id]
+        # and the reply, run to its end, is the same as ever
+        double.released.set()
+        views = [view async for view in chat.send_message(engine, studio, new_session(), "hi", _settings())]
+        assert views[0].figures == "⏳ sending…" and _answer(views[-1]) == "ab" and len(double.generated) == 2
+
+    asyncio.run(main())
+
+
 def test_closed_tab_aborts_at_a_yield(studio):
     async def main():
         double = ScriptedAsyncLLM(["a", "b", "c", "d"])
