@@ -10,8 +10,10 @@ polls its message queue every 50 ms and busy-waits per job, which measured its o
 app's). Every token is
 ``t<µs>`` — the wall-clock time the engine emitted it — so the client measures the latency the app
 adds per update (arrival time − emission time of the newest token), the rate it receives once the
-stream runs (steady state) and from submission, and whether latency drifts upward during the stream
-(a growing backlog). The child's CPU and RSS are sampled with psutil (or /proc).
+stream runs (steady state) and from submission, whether latency drifts upward during the stream
+(a growing backlog), and when the engine got the request (*to the engine*: from submission to the
+scripted engine's start, read off the first update's newest stamp and token count — the part of the
+TTFT spent before the engine). The child's CPU and RSS are sampled with psutil (or /proc).
 
     python -m benchmarks.stream_bench --quick                  # 1.5 s streams
     python -m benchmarks.stream_bench                          # 5 s streams, the README table
@@ -285,7 +287,7 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
     cpu = sampler.cpu_seconds() - cpu0
     wall = time.monotonic() - wall0
     sampler.stop_flag.set()
-    latencies, steady, end_to_end, slopes, firsts, complete = [], [], [], [], [], 0
+    latencies, steady, end_to_end, slopes, firsts, to_engine, complete = [], [], [], [], [], [], 0
     for r in results:
         samples = r.get("samples") or []
         if not samples:
@@ -297,6 +299,9 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
             steady.append((n1 - n0) / (t1 - t0))  # tokens that arrived after the first update, per second
         end_to_end.append(n1 / (t1 - r["started"]))
         firsts.append(t0 - r["started"])  # TTFT from submission: queue/join to the first token's arrival
+        # submission to the engine's request: the scripted engine has emitted n0 tokens when it stamps the newest,
+        # one at its start and one per 1/rate since, so it started (n0 - 1) / rate before that stamp
+        to_engine.append(samples[0][1] - (n0 - 1) / rate - r["started"])
         slopes.append(_slope([s[0] - t0 for s in samples], [1000 * (s[0] - s[1]) for s in samples]))
     lat = sorted(latencies)
 
@@ -312,6 +317,8 @@ def run_case(url: str, pid: int, rate: int, sessions: int, seconds: float) -> di
         "e2e_tps": statistics.mean(end_to_end) if end_to_end else 0.0,
         "ttft_p50": 1000 * statistics.median(firsts) if firsts else float("nan"),
         "ttft_max": 1000 * max(firsts) if firsts else float("nan"),
+        "engine_p50": 1000 * statistics.median(to_engine) if to_engine else float("nan"),
+        "engine_max": 1000 * max(to_engine) if to_engine else float("nan"),
         "updates_s": statistics.mean(updates) if updates else 0.0,
         "slope": max(slopes) if slopes else 0.0,
         "p50": pct(0.50), "p99": pct(0.99), "cpu": 100 * cpu / wall, "rss": sampler.peak_rss / 2**20,
@@ -621,14 +628,16 @@ def main() -> int:
     print(f"\nStream bench — {seconds:g} s streams, app in a child process on 127.0.0.1, "
           f"{os.cpu_count()} CPUs shared with the clients (one asyncio SSE client per session)\n")
     print("| engine tok/s | sessions | complete | received tok/s (steady) | % of emitted | slowest/fastest "
-          "| from submit tok/s | TTFT from submit p50 / max ms | updates/s | added latency p50 / p99 ms "
+          "| from submit tok/s | TTFT from submit p50 / max ms | to the engine p50 / max ms | updates/s "
+          "| added latency p50 / p99 ms "
           "| latency drift ms/s "
           "| app CPU % | app RSS MiB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['rate']:,} | {r['sessions']} | {r['complete']}/{r['sessions']} | {r['steady_tps']:,.0f} | "
               f"{100 * r['steady_tps'] / r['rate']:.1f} | {r['fair']:.2f} | {r['e2e_tps']:,.0f} | "
-              f"{r['ttft_p50']:.0f} / {r['ttft_max']:.0f} | {r['updates_s']:.1f} | {r['p50']:.0f} / {r['p99']:.0f} | "
+              f"{r['ttft_p50']:.0f} / {r['ttft_max']:.0f} | {r['engine_p50']:.0f} / {r['engine_max']:.0f} | "
+              f"{r['updates_s']:.1f} | {r['p50']:.0f} / {r['p99']:.0f} | "
               f"{r['slope']:+.1f} | "
               f"{r['cpu']:.0f} | {r['rss']:.0f} |")
     return 0
