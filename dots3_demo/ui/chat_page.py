@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import gradio as gr
+from gradio.data_classes import GradioModel, GradioRootModel
 from gradio.events import Dependency
 
 from dots3_demo.core.pacing import StreamPacer
@@ -166,8 +167,31 @@ def render_turn_settings(engine: ChatEngine | None, *, chat_on: bool, max_tokens
     return controls, tools
 
 
-async def _relay(engine: ChatEngine | None,
-                 replies: AsyncGenerator[chat.ChatView, None]) -> AsyncGenerator[tuple[Any, ...], None]:
+@dataclass(frozen=True)
+class StreamedOutputs:
+    """The streaming chat event's outputs, post-processed here rather than by Gradio (``postprocess=False`` on the
+    event). Gradio hands each output of each streamed step to a worker thread for its ``postprocess``, one after
+    another, and waits for each: four thread hops a step (the States it keeps itself), behind every other reply's.
+    Here each component's own ``postprocess`` runs on the event loop, and its result is serialized as Gradio
+    serializes it; Gradio then stores it and moves its files to the cache as it would."""
+
+    components: layout.ChatStream
+
+    def values(self, step: layout.ChatStream) -> tuple[Any, ...]:
+        return tuple(_postprocessed(component, value)
+                     for component, value in zip(self.components.components(), step.components(), strict=True))
+
+
+def _postprocessed(component: Any, value: Any) -> Any:
+    """``value`` as Gradio's ``postprocess_data`` makes it for ``component`` (a State's and an update's: as given)."""
+    if component.stateful or (isinstance(value, dict) and value.get("__type__") == "update"):
+        return value
+    data = component.postprocess(value)
+    return data.model_dump() if isinstance(data, GradioModel | GradioRootModel) else data
+
+
+async def _relay(engine: ChatEngine | None, replies: AsyncGenerator[chat.ChatView, None],
+                 shown: StreamedOutputs | None = None) -> AsyncGenerator[tuple[Any, ...], None]:
     """Chat views → one ``layout.ChatStream`` of values per step, in the event's output order.
 
     Neither the Send button nor the box is an output of the streaming event: ``take_input`` disables the
@@ -183,7 +207,7 @@ async def _relay(engine: ChatEngine | None,
             step = layout.ChatStream(chatbot=view.history, session=view.session,
                                      taken=True if view.clear_input else gr.skip(), tool_panel=view.tool_rows,
                                      figures=view.figures, engine_status=chat_views.engine_status(engine))
-            yield tuple(step.components())
+            yield shown.values(step) if shown is not None else tuple(step.components())
 
 
 def _held(interactive: bool) -> tuple[Any, ...]:
@@ -243,7 +267,8 @@ def _replies(action: ChatAction, engine: ChatEngine | None, studio: StudioState,
 
 async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPacer, studio: StudioState,
                   session: ChatSession, value: Any, *controls: Any,
-                  meter: context_meter.Meter | None = None) -> AsyncGenerator[tuple[Any, ...], None]:
+                  meter: context_meter.Meter | None = None,
+                  shown: StreamedOutputs | None = None) -> AsyncGenerator[tuple[Any, ...], None]:
     """Every streaming chat event's one body: the session as it stands (cleared since it was written: the empty
     chat), the controls (``layout.ChatControls``' values, in its field order) read as settings, the replies relayed
     as ``layout.ChatStream`` steps (closed with ``aclosing``: a Stop or a closed tab aborts the engine request).
@@ -255,7 +280,7 @@ async def on_turn(action: ChatAction, engine: ChatEngine | None, pacer: StreamPa
     settings = _chat_settings(pacer, controls)
     text = None if value is None else str(value)
     replies = _replies(action, engine, studio, current_session(session), text, settings, meter)
-    async with contextlib.aclosing(_relay(engine, replies)) as relayed:
+    async with contextlib.aclosing(_relay(engine, replies, shown)) as relayed:
         async for outputs in relayed:
             yield outputs
 
@@ -377,7 +402,7 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     # handed each input to a worker thread in turn, ten per reply, behind every reply's streamed steps: with 8
     # replies starting at once that was ~45 ms of each reply's wait for its first token, with 32 ~190 ms.
     chat_common = Options(concurrency_limit=concurrency, concurrency_id="chat",
-                           show_progress="minimal", preprocess=False)
+                           show_progress="minimal", preprocess=False, postprocess=False)
     held = panel.held.components()
     locked = Listen(fn=partial(lock_send, engine), inputs=None, outputs=held, queue=False,
                      api_visibility="private", show_progress="hidden")
@@ -401,7 +426,8 @@ def setup_chat_events(panel: layout.ChatPanel, chat_controls: layout.ChatControl
     events: list[Any] = []
     settles: list[Any] = []
     for trigger, first, callback, inputs, outputs, taken_input, name, visibility in streams:
-        event = trigger(**first).then(partial(callback, engine, pacer, meter=meter), inputs, outputs.components(),
+        event = trigger(**first).then(partial(callback, engine, pacer, meter=meter, shown=StreamedOutputs(outputs)),
+                                      inputs, outputs.components(),
                                       api_name=name, api_visibility=visibility, **chat_common)
         settled = event.then(partial(on_chat_settle, engine),
                              [panel.session, taken_input.taken, taken_input.sent, taken_input.box],

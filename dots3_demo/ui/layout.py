@@ -266,6 +266,7 @@ class Options(TypedDict, total=False):
     concurrency_limit: int | None | Literal["default"]
     concurrency_id: str | None
     preprocess: bool
+    postprocess: bool
 
 
 class Listen(Options, total=False):

@@ -378,3 +378,43 @@ def test_a_replys_folds_are_made_once_and_its_figures_are_what_they_were(studio,
     assert made["request"] >= 12 and made["fold"] >= 12
     assert [v.figures for v in again] == [v.figures for v in views]
     assert [v.session.figures for v in again] == [v.session.figures for v in views]
+
+
+def test_the_streamed_steps_are_post_processed_as_gradio_would(studio, png, profile):
+    """The streaming events run with ``postprocess=False``: ``chat_page.StreamedOutputs`` post-processes each step
+    itself. Every step of a reply with an image, reasoning, a tool call and a figures line, through Gradio's
+    ``postprocess_data`` of the chat event, gives what Gradio's own post-processing of the same views gives through
+    the settle step (whose outputs begin with the same components, post-processed by Gradio): files moved to the
+    cache, messages and rows serialized."""
+    from gradio.state_holder import SessionState
+
+    from dots3_demo.ui import chat_page, layout
+
+    engine = InProcessEngine(_Args(), engine_factory=lambda args: ScriptedAsyncLLM(["<think>hm</think>", *TOOL_SCRIPT]))
+    demo = build_interface(profile, engine, seq=SEQ)
+    fns = {f.api_name: f for f in demo.fns.values() if f.api_name}
+    event = fns["chat"]
+    settle = next(f for f in demo.fns.values() if f.trigger_after == event._id)
+    assert event.postprocess is False and settle.postprocess is True
+    outputs = layout.ChatStream(*event.outputs)
+    shown = chat_page.StreamedOutputs(outputs)
+    assert list(settle.outputs[:len(event.outputs)]) == list(event.outputs)
+    with_image = replace(studio, images=((str(png), inspect_file(str(png), profile, expected="image")),))
+    views = _run(chat.send_message(_engine(ScriptedAsyncLLM(["<think>hm</think>", *TOOL_SCRIPT])), with_image,
+                                   new_session(), "weather?", _settings(tools_json=json.dumps(EXAMPLE_TOOLS))))
+    rest = [gr.skip()] * (len(settle.outputs) - len(event.outputs))
+
+    async def main():
+        for view in views:
+            step = layout.ChatStream(chatbot=view.history, session=view.session, taken=True,
+                                     tool_panel=view.tool_rows, figures=view.figures, engine_status="ready")
+            ours = await demo.postprocess_data(event, list(shown.values(step)), SessionState(demo))
+            gradios = await demo.postprocess_data(settle, [*step.components(), *rest], SessionState(demo))
+            assert ours == gradios[:len(event.outputs)]
+        return ours
+
+    last = asyncio.run(main())
+    files = [part for m in last[0] for part in (m["content"] if isinstance(m["content"], list) else [])
+             if part.get("type") == "file"]
+    assert files and files[0]["file"]["url"]  # the image moved to Gradio's cache, as it would have been
+    assert any("get_weather" in str(row) for row in last[3]["data"])
