@@ -6,7 +6,9 @@ consistent is an :class:`InspectionSession`, one per browser session:
 
 * :meth:`~InspectionSession.begin` starts a panel's :class:`Job` and cancels the job that panel
   had in flight (a new upload supersedes the one before it); :meth:`~InspectionSession.announce`
-  does the cancelling early, when the upload arrives, before the new job gets a worker.
+  does the cancelling early, when the upload arrives, before the new job gets a worker. When a
+  worker is free as the upload arrives, its job begins then (``begin(started=Started(…))``), and the
+  event that shows it later takes the run it started (:meth:`~InspectionSession.take_started`).
 * The work itself runs outside any lock. :meth:`Job.interruptible` makes a cancelled job stop at
   its next Python function call, also inside vLLM's own preprocessing (it cannot stop inside one C
   call, such as FFmpeg decoding the sampled frames: there it stops when that call returns).
@@ -102,6 +104,16 @@ class Job:
             sys.settrace(previous)
 
 
+@dataclass(frozen=True)
+class Started:
+    """A job begun as its upload arrived: what it inspects, with which settings, and the run doing it (the UI's),
+    kept for the event that shows it (:meth:`InspectionSession.take_started`)."""
+
+    path: Any
+    settings: Any
+    run: Any
+
+
 class InspectionSession(Generic[S]):
     """One visitor's panels: the latest committed state, each panel's job in flight and last status.
 
@@ -122,6 +134,7 @@ class InspectionSession(Generic[S]):
         self._marks: dict[str, int] = {}  # name → a version some view was last drawn at (see claim)
         self._previewed: set[str] = set()  # panels showing part of a job's result not (yet) committed
         self._reshow: set[str] = set()  # panels whose last result changed nothing after such a preview
+        self._started: dict[str, Started] = {}  # panel → the run its job began with as its upload arrived
 
     def __deepcopy__(self, memo: dict[int, Any]) -> InspectionSession[S]:
         return type(self)(self._state)
@@ -174,6 +187,7 @@ class InspectionSession(Generic[S]):
             if (running := self._jobs.pop(panel, None)) is not None:
                 running.cancel()
             self._waiting[panel] = (label, path)
+            self._started.pop(panel, None)
 
     def pending_input(self, panel: str) -> tuple[bool, Any]:
         """``(True, input)`` when ``panel`` has a job in flight or an upload announced, else
@@ -185,8 +199,11 @@ class InspectionSession(Generic[S]):
                 return True, self._waiting[panel][1]
             return False, None
 
-    def begin(self, panel: str, *, path: Any = None, label: str = "") -> Job:
-        """Start a job for ``panel``; the job it had in flight is cancelled (superseded)."""
+    def begin(self, panel: str, *, path: Any = None, label: str = "", started: Started | None = None) -> Job:
+        """Start a job for ``panel``; the job it had in flight is cancelled (superseded).
+
+        ``started``: the job begins as its upload (``path``) arrives, before the event that shows its result; that
+        event takes ``started.run`` (:meth:`take_started`)."""
         with self._lock:
             if (running := self._jobs.get(panel)) is not None:
                 running.cancel()
@@ -194,7 +211,27 @@ class InspectionSession(Generic[S]):
             job = Job(panel, self._generation, path, label)
             self._jobs[panel] = job
             self._waiting.pop(panel, None)
+            if started is None:
+                self._started.pop(panel, None)
+            else:
+                self._started[panel] = started
             return job
+
+    def take_started(self, panel: str, path: Any, settings: Any) -> tuple[Any, bool]:
+        """``(run, newer)`` for the event that shows an upload (``path``) of ``panel`` with ``settings``: ``run`` is
+        the run its job began with as it arrived (``begin(started=…)``), handed over once, else ``None`` — also when
+        the event's settings are not those the job began with (a control moved meanwhile: the event begins a job of
+        its own, superseding that one). ``newer`` is True when the run kept is one a later upload began: this
+        event's upload was superseded before the event came. An upload that arrives is announced or begun, either of
+        which forgets the run kept before it, so a run left over from an event that never came is never taken
+        for a newer upload."""
+        with self._lock:
+            if (started := self._started.get(panel)) is None:
+                return None, False
+            if started.path != path:
+                return None, True
+            del self._started[panel]
+            return (started.run, False) if started.settings == settings else (None, False)
 
     def preview(self, job: Job) -> bool:
         """Whether ``job`` may show part of its result now, before it commits: only while it is its
@@ -273,6 +310,42 @@ class InspectionSession(Generic[S]):
 
 
 # ---------------------------------------------------------------- how many inspections at once
+class Workers:
+    """The app's inspection workers: at most ``count`` inspections do their heavy work (vLLM's decoding) at once,
+    across every visitor and panel. Each takes a worker for its work and gives it back when that is done; one that
+    begins as its upload arrives takes one only if it is free at that moment (:meth:`try_take`), and otherwise
+    waits for its event, which waits for a worker (:meth:`take`)."""
+
+    def __init__(self, count: int) -> None:
+        if count < 1:
+            raise ValueError(f"at least one inspection worker, not {count}")
+        self.count = count
+        self._free = threading.BoundedSemaphore(count)
+
+    def __repr__(self) -> str:
+        return f"Workers(count={self.count})"
+
+    def try_take(self) -> bool:
+        """Take a worker if one is free now; ``False`` (and nothing taken) if none is."""
+        return self._free.acquire(blocking=False)
+
+    def take(self) -> None:
+        """Take a worker, waiting for one to be given back if none is free."""
+        self._free.acquire()
+
+    def give_back(self) -> None:
+        self._free.release()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """A worker for the block."""
+        self.take()
+        try:
+            yield
+        finally:
+            self.give_back()
+
+
 def _cgroup_value(v2_file: str, v1_controller: str, v1_file: str) -> str | None:
     """This process's cgroup setting (cgroup v2, else v1), or ``None`` where there is none."""
     try:

@@ -31,7 +31,7 @@ from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import InspectionError, inspect_file, interruption_points
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.session import InspectionSession, Job, Superseded
+from dots3_demo.inspection.session import InspectionSession, Job, Started, Superseded
 from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import figures, views
@@ -427,10 +427,12 @@ def _watching(progress: Progress | None, job: Job) -> Progress:
 
 
 def _run(session: Inspections, profile: Profile, panel: str, work: Callable[[Job], Inspected], *,
-         path: Any = None, label: str = "") -> PanelUpdate | None:
-    """Run ``work`` as ``panel``'s new job (superseding the one in flight) and commit its result to
-    the session's latest state; ``None`` when a newer upload superseded it meanwhile."""
-    job = session.begin(panel, path=path, label=label)
+         path: Any = None, label: str = "", job: Job | None = None) -> PanelUpdate | None:
+    """Run ``work`` as ``panel``'s new job (superseding the one in flight) — or as ``job``, begun as its upload
+    arrived (``begin_video``) — and commit its result to the session's latest state; ``None`` when a newer upload
+    superseded it meanwhile."""
+    if job is None:
+        job = session.begin(panel, path=path, label=label)
     try:
         with job.interruptible(interruption_points()):
             inspected = work(job)
@@ -488,14 +490,14 @@ def _label(path: Any) -> str:
 
 def inspect_video(session: Inspections, profile: Profile, path: str | None, settings: VideoSettings,
                   progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
-                  frames_shown: FramesReady | None = None) -> PanelUpdate | None:
-    """The video panel's upload (or clear), as the session's new video job. ``frames_shown`` gets vLLM's
-    frames as soon as they exist, while the job is the panel's latest (the page shows them before the
-    rest; the result's views still hold them)."""
+                  frames_shown: FramesReady | None = None, job: Job | None = None) -> PanelUpdate | None:
+    """The video panel's upload (or clear), as the session's new video job — or as ``job``, begun as the upload
+    arrived (``begin_video``). ``frames_shown`` gets vLLM's frames as soon as they exist, while the job is the
+    panel's latest (the page shows them before the rest; the result's views still hold them)."""
     return _run(session, profile, "video",
                 lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits,
                                             frames_ready=_showing(session, job, frames_shown)),
-                path=path, label=_label(path))
+                path=path, label=_label(path), job=job)
 
 
 def inspect_settings(session: Inspections, profile: Profile, settings: VideoSettings,
@@ -556,6 +558,14 @@ def inspect_audio(session: Inspections, profile: Profile, path: str | None, sour
 def announce_video(session: Inspections, path: str | None) -> str:
     session.announce("video", _label(path), path=path)
     return status_md(session)
+
+
+def begin_video(session: Inspections, path: str | None, settings: VideoSettings, run: Any) -> tuple[Job, str]:
+    """An upload for the video panel arrived and a worker is free: its job begins now, superseding the one in flight,
+    and ``run`` (what works on it) is kept for the event that shows it (``InspectionSession.take_started``); the
+    status line shows the panel busy, as ``announce_video`` does."""
+    job = session.begin("video", path=path, label=_label(path), started=Started(path, settings, run))
+    return job, status_md(session)
 
 
 def announce_settings(session: Inspections) -> str:

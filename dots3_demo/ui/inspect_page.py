@@ -10,7 +10,6 @@ for errors.
 
 from __future__ import annotations
 
-import contextvars
 import io
 import os
 import queue
@@ -32,6 +31,7 @@ from dots3_demo.core.settings import video_settings_from_controls
 from dots3_demo.core.state import StudioState
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
+from dots3_demo.inspection.session import Workers
 from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers, layout, views
@@ -299,48 +299,84 @@ class _ShownFrames:
                      for key in ("state", "status", *handlers.EVENT_KEYS["video"]))
 
 
-def _frames_first(inspect: Callable[[FramesReady], handlers.PanelUpdate | None], profile: Profile,
-                  engine: ChatEngine | None) -> Iterator[tuple[Any, ...]]:
-    """An inspection event that shows the video's frames the moment vLLM has sampled them: ``inspect`` (an
-    inspection handler, handed where to send the frames) runs on a thread of its own, and this yields the
-    frames gallery alone as soon as the frames come, then the event's outputs (``_emit``) once it is done.
+class VideoRun:
+    """One video inspection on a thread of its own, and the steps of the event that shows it (:meth:`steps`): the
+    frames gallery alone the moment vLLM has sampled the frames, then the event's outputs (``_emit``) once the
+    inspection is done. It starts as the upload arrives when a worker is free then (``on_video_arrives``: the
+    inspection's event comes a browser round trip later, 0.1 s and more on a busy page), else with its event.
 
-    The frames wait for nothing else, and nothing else slows them: the inspection stops where the frames
-    came until Gradio has sent them (it resumes this generator after sending), then explains the budget
-    and makes the other views while the browser fetches the pictures. Run side by side with the pictures'
-    encoding and Gradio's sending, that Python work took the GIL from both and held the frames back (~0.1 s
-    of ~0.5 s after vLLM's call, measured in Chromium; ``benchmarks/inspect_concurrency.py``).
+    The frames wait for nothing else, and nothing else slows them: once its event is there, the inspection stops
+    where the frames came until Gradio has sent them (it resumes the event's generator after sending), then
+    explains the budget and makes the other views while the browser fetches the pictures. Run side by side with
+    the pictures' encoding and Gradio's sending, that Python work took the GIL from both and held the frames back
+    (~0.1 s of ~0.5 s after vLLM's call, measured in Chromium; ``benchmarks/inspect_concurrency.py``). The worker
+    is given back as vLLM's call returns: what is left is light.
 
-    The frames come only from the panel's latest job (``handlers.inspect_video``); the thread runs in this
-    event's context (Gradio's progress bar and toasts find the event there)."""
-    steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-    sent = threading.Event()
+    The thread touches nothing of Gradio: its progress reports travel with its steps, and the event reports them
+    in its own context (where Gradio's progress bar finds the event). The frames come only from the panel's
+    latest job (``handlers.inspect_video``)."""
 
-    def frames_ready(frames: list[FrameInfo]) -> None:
-        steps.put(("frames", frames))
-        sent.wait(FRAMES_SENT_WAIT_S)
+    def __init__(self, workers: Workers) -> None:
+        self._workers = workers
+        self._steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._watched = threading.Event()  # the event that shows it is there
+        self._sent = threading.Event()  # … and has sent the frames (or is gone)
+        self._holding = False
 
-    def run() -> None:
+    def start(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], *,
+              taken: bool = False) -> None:
+        """Run ``inspect(frames_ready, progress)`` on a thread of its own, with a worker: ``taken`` when the caller
+        has taken it already (``Workers.try_take``), else the thread waits for one."""
+        threading.Thread(target=self._run, args=(inspect, taken), name="inspection", daemon=True).start()
+
+    def _run(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], taken: bool) -> None:
+        if not taken:
+            self._workers.take()
+        self._holding = True
         try:
-            steps.put(("done", inspect(frames_ready)))
+            self._steps.put(("done", inspect(self._frames_ready, self._progress)))
         except BaseException as exc:  # noqa: BLE001 - handed to the event, which raises it
-            steps.put(("raised", exc))
+            self._steps.put(("raised", exc))
+        finally:
+            self._give_back()
 
-    context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(run,), name="inspection", daemon=True).start()
-    try:
-        shown = None
-        kind, value = steps.get()
-        if kind == "frames":
-            shown = _ShownFrames(value, profile)
-            yield shown.outputs()
-            sent.set()
-            kind, value = steps.get()
-        if kind == "raised":
-            raise value
-        yield _emit("video", value, engine, shown)
-    finally:
-        sent.set()  # an event closed early (the tab went away) never holds its inspection
+    def _give_back(self) -> None:  # on the run's own thread only
+        if self._holding:
+            self._holding = False
+            self._workers.give_back()
+
+    def _frames_ready(self, frames: list[FrameInfo]) -> None:
+        self._give_back()  # vLLM's call has returned: another inspection may decode
+        self._steps.put(("frames", frames))
+        if self._watched.is_set():  # none waits for an event not there yet: it takes the frames with the rest
+            self._sent.wait(FRAMES_SENT_WAIT_S)
+
+    def _progress(self, fraction: float, text: str) -> None:
+        self._steps.put(("progress", (fraction, text)))
+
+    def steps(self, profile: Profile, engine: ChatEngine | None, progress: Progress | None = None,
+              ) -> Iterator[tuple[Any, ...]]:
+        """The inspection event's steps (its outputs: ``_ShownFrames.outputs``, then ``_emit``'s); ``progress``
+        gets the inspection's reports."""
+        self._watched.set()
+        try:
+            shown = None
+            while True:
+                kind, value = self._steps.get()
+                if kind == "progress":
+                    if progress is not None:
+                        progress(*value)
+                elif kind == "frames":
+                    shown = _ShownFrames(value, profile)
+                    yield shown.outputs()
+                    self._sent.set()
+                else:
+                    break
+            if kind == "raised":
+                raise value
+            yield _emit("video", value, engine, shown)
+        finally:
+            self._sent.set()  # an event closed early (the tab went away) never holds its inspection
 
 
 def _progress_adapter(progress: gr.Progress) -> Progress:
@@ -350,51 +386,90 @@ def _progress_adapter(progress: gr.Progress) -> Progress:
     return report
 
 
-# ``limits`` is keyword-only and bound with ``partial``: Gradio fills only positional parameters.
-# The Budget parameters of on_video/on_settings are named and ordered as layout.BudgetControls' fields
-# (Gradio passes an event's inputs in order; tests/ui/test_wiring.py checks the names agree).
+# ``limits`` and ``workers`` (the app's ``Workers``) are keyword-only and bound with ``partial``: Gradio fills only
+# positional parameters. The Budget parameters of on_video/on_settings/on_video_arrives are named and ordered as
+# layout.BudgetControls' fields (Gradio passes an event's inputs in order; tests/ui/test_wiring.py checks the names
+# agree).
 # ``inspections`` is the visitor's InspectionSession (a gr.State): see setup_inspection_events.
 def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: float, reserve_auto: bool,
              reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
              progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-             engine: ChatEngine | None = None) -> Iterator[tuple[Any, ...]]:
+             engine: ChatEngine | None = None, workers: Workers) -> Iterator[tuple[Any, ...]]:
+    """The video panel's inspection event: it shows the inspection its upload began as it arrived
+    (``on_video_arrives``) with these settings, or begins one; it changes nothing when a newer upload began
+    meanwhile."""
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
-    yield from _frames_first(
-        lambda shown: handlers.inspect_video(inspections, profile, path, settings, _progress_adapter(progress),
-                                             limits=limits, frames_shown=shown), profile, engine)
+    run, newer = inspections.take_started("video", path, settings)
+    if newer:
+        yield _emit("video", None, engine)
+        return
+    if run is None:
+        run = VideoRun(workers)
+        run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
+                                                               limits=limits, frames_shown=shown))
+    yield from run.steps(profile, engine, _progress_adapter(progress))
 
 
 def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_auto: bool, reserve: float,
                 max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
                 progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-                engine: ChatEngine | None = None) -> Iterator[tuple[Any, ...]]:
+                engine: ChatEngine | None = None, workers: Workers) -> Iterator[tuple[Any, ...]]:
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
-    yield from _frames_first(
-        lambda shown: handlers.inspect_settings(inspections, profile, settings, _progress_adapter(progress),
-                                                limits=limits, frames_shown=shown), profile, engine)
+    run = VideoRun(workers)
+    run.start(lambda shown, report: handlers.inspect_settings(inspections, profile, settings, report, limits=limits,
+                                                              frames_shown=shown))
+    yield from run.steps(profile, engine, _progress_adapter(progress))
 
 
 def on_images(profile: Profile, inspections: Inspections, paths: Sequence[str] | str | None, *,
-              limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit("images", handlers.inspect_images(inspections, profile, paths, limits=limits), engine)
+              limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None,
+              workers: Workers) -> tuple[Any, ...]:
+    with workers.slot():
+        update = handlers.inspect_images(inspections, profile, paths, limits=limits)
+    return _emit("images", update, engine)
 
 
 def on_audio_file(profile: Profile, inspections: Inspections, path: str | None, *,
-                  limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit("audio", handlers.inspect_audio(inspections, profile, path, "file", limits=limits), engine)
+                  limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None,
+                  workers: Workers) -> tuple[Any, ...]:
+    with workers.slot():
+        update = handlers.inspect_audio(inspections, profile, path, "file", limits=limits)
+    return _emit("audio", update, engine)
 
 
 def on_audio_mic(profile: Profile, inspections: Inspections, path: str | None, *,
-                 limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None) -> tuple[Any, ...]:
-    return _emit("audio", handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits), engine)
+                 limits: UploadLimits = UploadLimits(), engine: ChatEngine | None = None,
+                 workers: Workers) -> tuple[Any, ...]:
+    with workers.slot():
+        update = handlers.inspect_audio(inspections, profile, path, "microphone", limits=limits)
+    return _emit("audio", update, engine)
 
 
 # An upload announced as it arrives (queue=False, before its inspection waits for a worker): the
 # panel's job in flight is cancelled at once, and the status line shows the panel busy.
-def on_video_arrives(engine: ChatEngine | None, inspections: Inspections, path: str | None) -> str:
-    return _with_note(handlers.announce_video(inspections, path), engine)
+def on_video_arrives(profile: Profile, engine: ChatEngine | None, inspections: Inspections, path: str | None,
+                     seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float | str | None,
+                     audio_cap: float, k_mode: str, *, limits: UploadLimits = UploadLimits(),
+                     workers: Workers) -> str:
+    """A video (or a clear) arrives: when a worker is free this moment, its inspection begins now, on a thread of its
+    own (``VideoRun``), and its event, which comes a browser round trip later (``on_video``), shows it; otherwise
+    the upload is announced and its event begins the inspection once it has a worker."""
+    settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
+                                               max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
+    if not workers.try_take():
+        return _with_note(handlers.announce_video(inspections, path), engine)
+    try:
+        run = VideoRun(workers)
+        job, status = handlers.begin_video(inspections, path, settings, run)
+        run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
+                                                               limits=limits, frames_shown=shown, job=job),
+                  taken=True)
+    except BaseException:
+        workers.give_back()
+        raise
+    return _with_note(status, engine)
 
 
 def on_settings_arrive(engine: ChatEngine | None, inspections: Inspections) -> str:
@@ -464,12 +539,14 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     (what the chat reads), for views that follow the uploads (the context meter).
 
     1. *arrives* (``queue=False``, at once): the panel's job in flight is cancelled (superseded) and the
-       status line shows the panel busy;
-    2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor; one
+       status line shows the panel busy; a video's inspection begins here when a worker is free
+       (``on_video_arrives``), and the next step shows it;
+    2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor (their work
+       takes one of the app's ``Workers``, the Gradio queue's limit is the same number); one
        visitor's panels run side by side too, each result applied to the visitor's latest state
        (``handlers.Inspections``, a per-session ``gr.State``). It shows the panel's own views (its outputs: the
        state, the status line and ``handlers.EVENT_KEYS[panel]``, nothing of the other panels); a video's
-       frames the moment vLLM has sampled them (``_frames_first``: the gallery alone, then the state, the
+       frames the moment vLLM has sampled them (``VideoRun``: the gallery alone, then the state, the
        status line and the reserve). A superseded inspection changes nothing once a newer result is shown;
     3. then — once the browser has shown the new pictures (``AFTER_THE_PICTURES_JS``), so drawing does
        not slow them down — one at a time app-wide, so the page always ends on the latest: the status
@@ -485,6 +562,10 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     controls = budget.components()  # on_video / on_settings take them by these names, in this order
     arrives = Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
     shown: list[Dependency] = []
+    pool = Workers(workers)
+
+    def bound(fn: Callable[..., Any]) -> Callable[..., Any]:  # keyword-only: Gradio fills the positional parameters
+        return partial(fn, profile, engine=engine, limits=limits, workers=pool)
 
     def inspect(arrived: Dependency, fn: Callable[..., Any], inputs: list[Any], *, api_name: str,
                 progress_on: list[Any], panel: str, **kwargs: Any) -> None:
@@ -506,27 +587,28 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                       concurrency_limit=workers, concurrency_id="inspect-views", **after)
 
     frames, solver = outputs["frames_gallery"], outputs["solver_md"]
-    inspect(uploads.video.change(partial(on_video_arrives, engine), [inspections, uploads.video],
+    inspect(uploads.video.change(partial(on_video_arrives, profile, engine, limits=limits, workers=pool),
+                                 [inspections, uploads.video, *controls],
                                  trigger_mode="multiple", **arrives),
-            partial(on_video, profile, limits=limits, engine=engine), [uploads.video, *controls],
+            bound(on_video), [uploads.video, *controls],
             api_name="inspect_video", show_progress="full", progress_on=[frames], panel="video")
     for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
                           (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),
                           (budget.k_mode.input, "set_k_mode"), (budget.reserve_auto.input, "set_reserve_auto")):
         inspect(trigger(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
-                partial(on_settings, profile, limits=limits, engine=engine), controls, api_name=name,
+                bound(on_settings), controls, api_name=name,
                 show_progress="minimal", progress_on=[solver, frames], panel="video")
     budget.reserve_auto.change(on_reserve_auto, budget.reserve_auto, budget.reserve, api_name="reserve_auto_toggle",
                                api_visibility="private", queue=False)
     inspect(uploads.images.change(partial(on_images_arrive, engine), [inspections, uploads.images],
                                   trigger_mode="multiple", **arrives),
-            partial(on_images, profile, limits=limits, engine=engine), [uploads.images], api_name="inspect_images",
+            bound(on_images), [uploads.images], api_name="inspect_images",
             progress_on=[outputs["grid_gallery"]], panel="images")
     for component, source, fn, name in ((uploads.audio_file, "file", on_audio_file, "inspect_audio"),
                                         (uploads.audio_mic, "microphone", on_audio_mic, "inspect_recording")):
         inspect(component.change(partial(on_audio_arrives, source, engine), [inspections, component],
                                  trigger_mode="multiple", **arrives),
-                partial(fn, profile, limits=limits, engine=engine), [component], api_name=name,
+                bound(fn), [component], api_name=name,
                 progress_on=[outputs["mel_info"]], panel="audio")
     segment_pick, segment_audio = outputs["segment_pick"], outputs["segment_audio"]
     segment_pick.change(on_segment, [state, segment_pick], segment_audio, api_name="segment_audio")
@@ -536,7 +618,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     synced = gr.on([max_tokens.blur, max_tokens.submit], sync_max_new, max_tokens, budget.max_new_tokens,
                    api_visibility="private", queue=False)
     inspect(synced.then(partial(on_settings_arrive, engine), inspections, trigger_mode="multiple", **arrives),
-            partial(on_settings, profile, limits=limits, engine=engine), controls, api_name="sync_max_new_tokens",
+            bound(on_settings), controls, api_name="sync_max_new_tokens",
             api_visibility="private", show_progress="hidden", progress_on=[solver], panel="video")
     return shown
 

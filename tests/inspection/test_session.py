@@ -13,7 +13,7 @@ import pytest
 from dots3_demo import vllm_compat
 from dots3_demo.inspection import VideoSettings, inspect_file, interruption_points
 from dots3_demo.inspection import session as session_module
-from dots3_demo.inspection.session import InspectionSession, Job, Superseded, default_workers
+from dots3_demo.inspection.session import InspectionSession, Job, Started, Superseded, Workers, default_workers
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,54 @@ def test_announce_cancels_at_once_and_shows_the_panel_busy():
     job = session.begin("a", path="two.mp4", label="two.mp4")
     session.commit(job, _set("a", 2))
     assert session.busy() == {} and session.pending_input("a") == (False, None)
+
+
+def test_a_run_begun_as_its_upload_arrived_goes_to_that_uploads_event_once():
+    """A job begun as its upload arrived keeps its run for the event that shows that upload with the same settings:
+    taken once; an event for another upload finds a newer upload's run (its own upload was superseded) and leaves it
+    for that upload's event; one with other settings gets none (it begins its own job); an announce, or a job begun
+    without a run, forgets the run kept."""
+    session = InspectionSession(State())
+    assert session.take_started("a", "one.mp4", 1) == (None, False)  # nothing begun early: the event begins the job
+    job = session.begin("a", path="one.mp4", label="one.mp4", started=Started("one.mp4", 1, "run one"))
+    assert session.busy() == {"a": "one.mp4"} and session.job("a") is job
+    assert session.take_started("a", "zero.mp4", 1) == (None, True)  # a newer upload's: left for its own event
+    assert session.take_started("a", "one.mp4", 1) == ("run one", False)
+    assert session.take_started("a", "one.mp4", 1) == (None, False)  # handed over once
+    assert session.commit(job, _set("a", 1)) == (State(1, 0), True)
+    session.begin("a", path="two.mp4", started=Started("two.mp4", 1, "run two"))
+    assert session.take_started("a", "two.mp4", 2) == (None, False)  # other settings: the event begins its own
+    assert session.take_started("a", "two.mp4", 1) == (None, False)
+    newer = session.begin("a", path="three.mp4", started=Started("three.mp4", 1, "run three"))
+    session.announce("a", "four.mp4", path="four.mp4")  # a fourth arrived with no worker free
+    assert newer.cancelled and session.take_started("a", "four.mp4", 1) == (None, False)
+    session.begin("a", path="five.mp4", started=Started("five.mp4", 1, "run five"))
+    session.begin("a", path="six.mp4")  # an event that began its own (an API call, a Budget move)
+    assert session.take_started("a", "six.mp4", 1) == (None, False)
+
+
+def test_the_workers_bound_the_work_at_once():
+    workers = Workers(2)
+    assert workers.try_take() and workers.try_take()
+    assert not workers.try_take()  # none free: nothing taken
+    workers.give_back()
+    with workers.slot():
+        assert not workers.try_take()
+    assert workers.try_take()
+    done = threading.Event()
+
+    def waiting():
+        with workers.slot():
+            done.set()
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    assert not done.wait(0.2)  # it waits for a worker
+    workers.give_back()
+    assert done.wait(10)
+    thread.join(10)
+    with pytest.raises(ValueError):
+        Workers(0)
 
 
 def test_a_change_that_leaves_the_state_alone_keeps_the_version():

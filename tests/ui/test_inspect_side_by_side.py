@@ -16,7 +16,7 @@ from dots3_demo import vllm_compat
 from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
-from dots3_demo.ui import build_interface, handlers
+from dots3_demo.ui import build_interface, handlers, inspect_page
 from support.live import live_app
 
 SEQ = 8192
@@ -183,6 +183,143 @@ def test_an_upload_announced_cancels_the_job_in_flight_at_once(profile, clip_wit
     assert results["first"] is None and session.state.video is None  # it stopped and changed nothing
     update = handlers.inspect_video(session, profile, str(clip_silent), VideoSettings(seq=SEQ))
     assert update is not None and update.state.video_path == str(clip_silent)
+
+
+# ---------------------------------------------------------------- a video begins as it arrives
+def _video_events(demo):
+    """The video panel's two wired steps: as the upload arrives (``queue=False``), and its inspection event."""
+    fns = list(demo.fns.values())
+    arrives = next(f for f in fns if getattr(f.fn, "func", None) is inspect_page.on_video_arrives)
+    return arrives.fn, next(f for f in fns if f.api_name == "inspect_video").fn
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """vLLM's video preprocessing, counted: each call's file size, and the most that ran at once."""
+    module = vllm_compat.video_module()
+    real = module.preprocess_dots3_note_video
+    calls, running, lock = [], [0, 0], threading.Lock()  # running: now, at most
+
+    def counted(data, **kwargs):
+        with lock:
+            calls.append(len(data))
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            return real(data, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(module, "preprocess_dots3_note_video", counted)
+    return calls, running
+
+
+def test_a_video_is_inspected_from_the_moment_it_arrives_and_its_event_shows_that_inspection(
+        profile, clip_with_audio, decodes, monkeypatch):
+    """The page's first step for a video (as it arrives, ``queue=False``) begins its inspection when a worker is free;
+    the inspection event that follows a browser round trip later shows that very inspection — the frames first, then
+    the result — and decodes nothing again."""
+    calls, _ = decodes
+    arrives, inspect = _video_events(build_interface(profile, None, seq=SEQ, inspect_workers=2))
+    session = _session()
+    with gate(monkeypatch) as (release, arrived):
+        status = arrives(session, str(clip_with_audio), *CONTROLS)
+        assert f"⏳ **Video** — inspecting {clip_with_audio.name}…" in status
+        _wait_for(lambda: arrived == [clip_with_audio.name], 10)  # inspecting before its event is there
+        release.set()
+        steps = list(inspect(session, str(clip_with_audio), *CONTROLS))
+    assert calls == [clip_with_audio.stat().st_size]  # one decoding: the event took the inspection begun
+    expected = inspect_file(clip_with_audio, profile, VideoSettings(seq=SEQ), expected="video")
+    frames, result = steps  # the frames gallery alone, then the event's outputs
+    at = 2 + handlers.EVENT_KEYS["video"].index("frames_gallery")
+    assert [caption.split(" · ")[0] for _, caption in frames[at]] == _timestamps(expected)
+    assert result[at] is frames[at]
+    assert result[0].video_path == str(clip_with_audio) and _timestamps(result[0].video) == _timestamps(expected)
+    assert result[1].startswith(f"✓ **{clip_with_audio.name}**") and session.busy() == {}
+    before = len(calls)  # inspect_file above decoded too
+    again = list(inspect(session, str(clip_with_audio), *CONTROLS))  # the same event again (an API call): inspects
+    assert len(calls) == before + 1 and _timestamps(again[-1][0].video) == _timestamps(expected)
+
+
+def test_an_event_with_other_budget_settings_than_the_arrival_inspects_with_its_own(
+        profile, clip_with_audio, decodes, monkeypatch):
+    """A Budget control moved between the upload's arrival and its event: the inspection begun with the old
+    settings is superseded (it never decodes) and the event plans the video with the settings it was given."""
+    calls, _ = decodes
+    arrives, inspect = _video_events(build_interface(profile, None, seq=SEQ, inspect_workers=2))
+    session = _session()
+    with gate(monkeypatch) as (release, arrived):
+        arrives(session, str(clip_with_audio), *CONTROLS)
+        _wait_for(lambda: arrived, 10)
+        early = session.job("video")
+        outcome = {}
+        event = threading.Thread(target=lambda: outcome.setdefault(
+            "steps", list(inspect(session, str(clip_with_audio), 2048, *CONTROLS[1:]))))
+        event.start()
+        _wait_for(lambda: len(arrived) == 2)
+        release.set()
+        event.join(120)
+    assert early.cancelled and calls == [clip_with_audio.stat().st_size]
+    expected = inspect_file(clip_with_audio, profile, VideoSettings(seq=2048), expected="video")
+    state = outcome["steps"][-1][0]
+    assert state.settings == VideoSettings(seq=2048) and _timestamps(state.video) == _timestamps(expected)
+
+
+def test_the_event_of_an_upload_superseded_before_it_came_changes_nothing(
+        profile, clip_with_audio, clip_silent, decodes, monkeypatch):
+    """Two videos dropped one after the other, both arriving before the first one's event: the first inspection
+    is superseded as the second arrives; the first one's event then changes nothing (it neither inspects nor
+    supersedes the second), and the second one's event shows the second inspection."""
+    calls, _ = decodes
+    arrives, inspect = _video_events(build_interface(profile, None, seq=SEQ, inspect_workers=2))
+    session = _session()
+    with gate(monkeypatch) as (release, arrived):
+        arrives(session, str(clip_with_audio), *CONTROLS)
+        _wait_for(lambda: arrived == [clip_with_audio.name], 10)
+        first = session.job("video")
+        arrives(session, str(clip_silent), *CONTROLS)
+        _wait_for(lambda: len(arrived) == 2, 10)
+        assert first.cancelled
+        stale = list(inspect(session, str(clip_with_audio), *CONTROLS))
+        assert len(stale) == 1 and all(value == gr.skip() for value in stale[0])
+        assert not session.job("video").cancelled  # the second goes on
+        release.set()
+        steps = list(inspect(session, str(clip_silent), *CONTROLS))
+    assert calls == [clip_silent.stat().st_size]
+    assert steps[-1][0].video_path == str(clip_silent) and session.busy() == {}
+
+
+def test_with_every_worker_busy_a_video_waits_for_its_event_and_no_more_decode_at_once(
+        profile, clip_with_audio, clip_silent, photo, decodes, monkeypatch):
+    """One worker: the first session's video takes it as it arrives; the second session's video, arriving
+    meanwhile, is only announced (shown busy, nothing begun) and its event waits for the worker; an image upload
+    waits too. Every result lands and no two inspections decoded at once."""
+    calls, running = decodes
+    demo = build_interface(profile, None, seq=SEQ, inspect_workers=1)
+    arrives, inspect = _video_events(demo)
+    images = next(f for f in demo.fns.values() if f.api_name == "inspect_images").fn
+    one, two, three, results = _session(), _session(), _session(), {}
+    with gate(monkeypatch, only=clip_with_audio.name) as (release, arrived):
+        arrives(one, str(clip_with_audio), *CONTROLS)
+        _wait_for(lambda: arrived, 10)
+        status = arrives(two, str(clip_silent), *CONTROLS)
+        assert f"inspecting {clip_silent.name}" in status and two.job("video") is None  # announced, not begun
+        threads = [threading.Thread(target=lambda s=s, p=p, k=k: results.setdefault(k, list(inspect(s, p, *CONTROLS))))
+                   for s, p, k in ((two, str(clip_silent), "two"), (one, str(clip_with_audio), "one"))]
+        threads.append(threading.Thread(target=lambda: results.setdefault("three", images(three, [str(photo)]))))
+        for thread in threads:
+            thread.start()
+        assert not any(thread.join(0.5) or not thread.is_alive() for thread in threads)  # all wait for the worker
+        assert calls == [] and two.job("video") is None and three.state.images == ()
+        release.set()
+        for thread in threads:
+            thread.join(120)
+    assert sorted(calls) == sorted([clip_with_audio.stat().st_size, clip_silent.stat().st_size])
+    assert running[1] == 1  # never two at once
+    assert results["one"][-1][0].video_path == str(clip_with_audio)
+    assert results["two"][-1][0].video_path == str(clip_silent)
+    assert len(results["three"][0].images) == 1
 
 
 def test_new_budget_settings_replan_the_video_still_being_inspected(profile, clip_with_audio, monkeypatch):

@@ -8,6 +8,7 @@ import asyncio
 from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.engine.args import make_engine_args
 from dots3_demo.engine.inprocess import InProcessEngine
+from dots3_demo.inspection.session import Workers
 from dots3_demo.ui import chat, handlers
 from dots3_demo.ui.inspect_page import on_images, on_inspected
 from support.uploads import Page
@@ -35,7 +36,7 @@ def test_uploads_inspect_and_say_the_media_will_not_reach_the_model(profile, tmp
     paths = [str(make_png(tmp_path / "a.png"))]
     for with_engine, says in ((engine, True), (None, False)):  # the page's callbacks, in the order it runs them
         session = handlers.new_inspections(initial_state(SEQ))
-        state, status, *_ = on_images(profile, session, paths, engine=with_engine)
+        state, status, *_ = on_images(profile, session, paths, engine=with_engine, workers=Workers(1))
         after_state, after_status, *_ = on_inspected(profile, with_engine, session)
         assert after_state is state
         assert len(state.images) == 1 and state.images[0][1].tokens > 0  # inspected as usual
