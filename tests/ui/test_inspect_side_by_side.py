@@ -132,16 +132,30 @@ def test_the_flag_from_the_command_line_to_help_and_readme(capsys):
 
 
 # ---------------------------------------------------------------- a new upload supersedes the one in flight
-def test_a_new_upload_supersedes_the_one_in_flight(profile, clip_with_audio, clip_silent, monkeypatch):
+@pytest.fixture
+def decodes(monkeypatch):
+    """vLLM's video preprocessing, counted: each call's file size, and the most that ran at once."""
     module = vllm_compat.video_module()
     real = module.preprocess_dots3_note_video
-    decoded: list[int] = []
+    calls, running, lock = [], [0, 0], threading.Lock()  # running: now, at most
 
     def counted(data, **kwargs):
-        decoded.append(len(data))
-        return real(data, **kwargs)
+        with lock:
+            calls.append(len(data))
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            return real(data, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
 
     monkeypatch.setattr(module, "preprocess_dots3_note_video", counted)
+    return calls, running
+
+
+def test_a_new_upload_supersedes_the_one_in_flight(profile, clip_with_audio, clip_silent, decodes, monkeypatch):
+    decoded, _ = decodes
     fn = next(f for f in build_interface(profile, None, seq=SEQ).fns.values() if f.api_name == "inspect_video")
     session, results = _session(), {}
     with gate(monkeypatch) as (release, arrived):
@@ -191,28 +205,6 @@ def _video_events(demo):
     fns = list(demo.fns.values())
     arrives = next(f for f in fns if getattr(f.fn, "func", None) is inspect_page.on_video_arrives)
     return arrives.fn, next(f for f in fns if f.api_name == "inspect_video").fn
-
-
-@pytest.fixture
-def decodes(monkeypatch):
-    """vLLM's video preprocessing, counted: each call's file size, and the most that ran at once."""
-    module = vllm_compat.video_module()
-    real = module.preprocess_dots3_note_video
-    calls, running, lock = [], [0, 0], threading.Lock()  # running: now, at most
-
-    def counted(data, **kwargs):
-        with lock:
-            calls.append(len(data))
-            running[0] += 1
-            running[1] = max(running)
-        try:
-            return real(data, **kwargs)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(module, "preprocess_dots3_note_video", counted)
-    return calls, running
 
 
 def test_a_video_is_inspected_from_the_moment_it_arrives_and_its_event_shows_that_inspection(
