@@ -23,7 +23,7 @@ from dots3_demo.core.state import initial_state
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection import keep_image_blocks
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.session import default_workers
+from dots3_demo.inspection.session import Workers, default_workers
 from dots3_demo.profiles import Profile
 from dots3_demo.serving import session_state
 from dots3_demo.serving.health import app_kwargs_with_health
@@ -33,6 +33,7 @@ from dots3_demo.ui import chat_page, chat_views, examples, handlers, inspect_pag
 from dots3_demo.ui import compare as compare_ui
 from dots3_demo.ui.context_meter import CSS as METER_CSS
 from dots3_demo.ui.context_meter import Meter
+from dots3_demo.ui.early_videos import EarlyVideos
 from dots3_demo.ui.layout import Listen
 
 TITLE = "Dots3 NOTE Studio"
@@ -169,13 +170,14 @@ def queue_size(engine: ChatEngine | None) -> int:
 def build_interface(profile: Profile, engine: ChatEngine | None = None, *, seq: int,
                     limits: UploadLimits = UploadLimits(),
                     closed_session_ttl: float = DEFAULT_CLOSED_SESSION_TTL_S,
-                    inspect_workers: int | None = None) -> gr.Blocks:
+                    inspect_workers: int | None = None, early: EarlyVideos | None = None) -> gr.Blocks:
     """Lay out the studio (each slice's ``render_*``, composed by ``_render_body``) and wire its events (each
     slice's ``setup_*_events``, composed by ``_setup_events``). ``seq`` is the
     budget slider's default (the engine's ``max_model_len`` once one is attached); ``limits`` are what
     uploads may be; a closed tab's session is dropped ``closed_session_ttl`` seconds after it closed;
     ``inspect_workers`` uploads are inspected at once, across every visitor (default: one per core,
-    bounded by memory: ``dots3_demo.inspection.session.default_workers``)."""
+    bounded by memory: ``dots3_demo.inspection.session.default_workers``); ``early`` (made with that many workers),
+    when the server hands it every upload (``launch_app`` does), begins a video's inspection as its bytes come in."""
     seq = int(seq)
     state0 = initial_state(seq)
     initial = handlers.all_views(profile, state0)
@@ -187,7 +189,7 @@ def build_interface(profile: Profile, engine: ChatEngine | None = None, *, seq: 
             examples.add_examples(page.uploads.video, page.uploads.images, page.uploads.audio_file,
                                   page.chat.box, page.controls.tools_json, view_tabs=page.views.tabs)
         _setup_events(demo, page, profile, engine, limits=limits, pacer=StreamPacer(),
-                      inspect_workers=inspect_workers or default_workers())
+                      inspect_workers=inspect_workers or default_workers(), early=early)
         SessionReaper(closed_session_ttl).watch(demo)  # a closed tab's session goes closed_session_ttl s later
     return demo
 
@@ -252,10 +254,11 @@ def _render_body(initial: dict[str, Any], seq: int, engine: ChatEngine | None) -
 
 # ---------------------------------------------------------------- wiring
 def _setup_events(demo: gr.Blocks, page: _Page, profile: Profile, engine: ChatEngine | None, *, limits: UploadLimits,
-                  pacer: StreamPacer, inspect_workers: int) -> None:
+                  pacer: StreamPacer, inspect_workers: int, early: EarlyVideos | None) -> None:
     """Each slice wires its own events (its components by name); the engine watch is the page's."""
     inspected = inspect_page.setup_inspection_events(page.uploads, page.views, page.state, page.controls.max_tokens,
-                                         profile=profile, engine=engine, limits=limits, workers=inspect_workers)
+                                                     profile=profile, engine=engine, limits=limits,
+                                                     workers=inspect_workers, early=early)
     replies = chat_page.setup_chat_events(page.chat, page.controls, page.tools, page.state, engine=engine, pacer=pacer,
                                           concurrency=chat_concurrency(engine),
                                           meter=Meter(profile, engine), inspected=inspected)
@@ -320,13 +323,15 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
         os.environ.setdefault(name, value)
     workers = inspect_workers or default_workers()
     keep_image_blocks(workers)  # Pillow reuses frame-sized buffers (the mmap threshold above makes each costly)
+    early = EarlyVideos(profile, Workers(workers), limits)  # a video's inspection begins as its bytes come in
     demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl,
-                           inspect_workers=workers)
+                           inspect_workers=workers, early=early)
     demo.queue(max_size=queue_size(engine))
     options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
-    # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts.
+    # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts; every upload handed to
+    # the early videos as the route answers.
     options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name,
-                                                   start_engine=start_engine)
+                                                   start_engine=start_engine, uploaded=early.uploaded)
     blocking = not launch_kwargs.get("prevent_thread_lock")
     result = demo.launch(**{**options, "prevent_thread_lock": True})
     session_state.install(demo)  # a new session's state is copied, not re-read: first requests at once start at once

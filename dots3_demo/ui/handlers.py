@@ -488,16 +488,27 @@ def _label(path: Any) -> str:
     return views.name_of(str(path))
 
 
+# An inspection of the video done elsewhere, handed to the session's job: ``replay(job, progress, frames_ready)`` does
+# for ``job`` what ``video_inspected`` would (``early_videos.EarlyVideo.replay``).
+Replay = Callable[[Job, Progress, FramesReady | None], Inspected]
+
+
 def inspect_video(session: Inspections, profile: Profile, path: str | None, settings: VideoSettings,
                   progress: Progress | None = None, *, limits: UploadLimits = UploadLimits(),
-                  frames_shown: FramesReady | None = None, job: Job | None = None) -> PanelUpdate | None:
+                  frames_shown: FramesReady | None = None, job: Job | None = None,
+                  replay: Replay | None = None) -> PanelUpdate | None:
     """The video panel's upload (or clear), as the session's new video job — or as ``job``, begun as the upload
     arrived (``begin_video``). ``frames_shown`` gets vLLM's frames as soon as they exist, while the job is the
-    panel's latest (the page shows them before the rest; the result's views still hold them)."""
-    return _run(session, profile, "video",
-                lambda job: video_inspected(profile, path, settings, _watching(progress, job), limits=limits,
-                                            frames_ready=_showing(session, job, frames_shown)),
-                path=path, label=_label(path), job=job)
+    panel's latest (the page shows them before the rest; the result's views still hold them). With ``replay``, the
+    job takes the inspection of that video with those settings begun as its bytes came in (``early_videos``)
+    instead of running vLLM's preprocessing itself."""
+    def work(job: Job) -> Inspected:
+        watching, showing = _watching(progress, job), _showing(session, job, frames_shown)
+        if replay is not None:
+            return replay(job, watching, showing)
+        return video_inspected(profile, path, settings, watching, limits=limits, frames_ready=showing)
+
+    return _run(session, profile, "video", work, path=path, label=_label(path), job=job)
 
 
 def inspect_settings(session: Inspections, profile: Profile, settings: VideoSettings,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import gradio as gr
 import numpy as np
@@ -35,6 +35,7 @@ from dots3_demo.inspection.session import Workers
 from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers, layout, views
+from dots3_demo.ui.early_videos import EarlyVideos
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.layout import Listen, Options
 
@@ -324,15 +325,16 @@ class VideoRun:
         self._holding = False
 
     def start(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], *,
-              taken: bool = False) -> None:
-        """Run ``inspect(frames_ready, progress)`` on a thread of its own, with a worker: ``taken`` when the caller
-        has taken it already (``Workers.try_take``), else the thread waits for one."""
-        threading.Thread(target=self._run, args=(inspect, taken), name="inspection", daemon=True).start()
+              worker: Literal["wait", "taken", "none"] = "wait") -> None:
+        """Run ``inspect(frames_ready, progress)`` on a thread of its own, with a worker: ``"taken"`` when the caller
+        has taken it already (``Workers.try_take``), ``"none"`` when the work is done elsewhere with a worker of its
+        own (an ``EarlyVideo`` it replays); with ``"wait"`` the thread waits for one."""
+        threading.Thread(target=self._run, args=(inspect, worker), name="inspection", daemon=True).start()
 
-    def _run(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], taken: bool) -> None:
-        if not taken:
+    def _run(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], worker: str) -> None:
+        if worker == "wait":
             self._workers.take()
-        self._holding = True
+        self._holding = worker != "none"
         try:
             self._steps.put(("done", inspect(self._frames_ready, self._progress)))
         except BaseException as exc:  # noqa: BLE001 - handed to the event, which raises it
@@ -394,9 +396,11 @@ def _progress_adapter(progress: gr.Progress) -> Progress:
 def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: float, reserve_auto: bool,
              reserve: float, max_new_tokens: float | str | None, audio_cap: float, k_mode: str,
              progress: gr.Progress = gr.Progress(), *, limits: UploadLimits = UploadLimits(),
-             engine: ChatEngine | None = None, workers: Workers) -> Iterator[tuple[Any, ...]]:
+             engine: ChatEngine | None = None, workers: Workers,
+             early: EarlyVideos | None = None) -> Iterator[tuple[Any, ...]]:
     """The video panel's inspection event: it shows the inspection its upload began as it arrived
-    (``on_video_arrives``) with these settings, or begins one; it changes nothing when a newer upload began
+    (``on_video_arrives``) with these settings, or begins one — taking the one begun as the file's bytes came in
+    when there is one (``early``: an API call has no arrival step); it changes nothing when a newer upload began
     meanwhile."""
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
@@ -405,9 +409,12 @@ def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: 
         yield _emit("video", None, engine)
         return
     if run is None:
+        adopted = early.take(path, settings) if early is not None else None
         run = VideoRun(workers)
         run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
-                                                               limits=limits, frames_shown=shown))
+                                                               limits=limits, frames_shown=shown,
+                                                               replay=adopted.replay if adopted else None),
+                  worker="wait" if adopted is None else "none")
     yield from run.steps(profile, engine, _progress_adapter(progress))
 
 
@@ -452,22 +459,26 @@ def on_audio_mic(profile: Profile, inspections: Inspections, path: str | None, *
 def on_video_arrives(profile: Profile, engine: ChatEngine | None, inspections: Inspections, path: str | None,
                      seq: float, reserve_auto: bool, reserve: float, max_new_tokens: float | str | None,
                      audio_cap: float, k_mode: str, *, limits: UploadLimits = UploadLimits(),
-                     workers: Workers) -> str:
-    """A video (or a clear) arrives: when a worker is free this moment, its inspection begins now, on a thread of its
-    own (``VideoRun``), and its event, which comes a browser round trip later (``on_video``), shows it; otherwise
-    the upload is announced and its event begins the inspection once it has a worker."""
+                     workers: Workers, early: EarlyVideos | None = None) -> str:
+    """A video (or a clear) arrives: its job begins now — taking the inspection begun as the file's bytes came in
+    with these settings (``early``), else, when a worker is free this moment, beginning it on a thread of its own
+    (``VideoRun``) — and its event, which comes a browser round trip later (``on_video``), shows it; otherwise the
+    upload is announced and its event begins the inspection once it has a worker."""
     settings = video_settings_from_controls(seq=seq, reserve_auto=reserve_auto, reserve=reserve,
                                                max_new_tokens=max_new_tokens, audio_cap=audio_cap, k_mode=k_mode)
-    if not workers.try_take():
+    adopted = early.take(path, settings) if early is not None else None
+    if adopted is None and not workers.try_take():
         return _with_note(handlers.announce_video(inspections, path), engine)
     try:
         run = VideoRun(workers)
         job, status = handlers.begin_video(inspections, path, settings, run)
         run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
-                                                               limits=limits, frames_shown=shown, job=job),
-                  taken=True)
+                                                               limits=limits, frames_shown=shown, job=job,
+                                                               replay=adopted.replay if adopted else None),
+                  worker="taken" if adopted is None else "none")
     except BaseException:
-        workers.give_back()
+        if adopted is None:
+            workers.give_back()
         raise
     return _with_note(status, engine)
 
@@ -534,13 +545,17 @@ def sync_max_new(max_tokens: float | None) -> int:
 
 def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.ModelViews, state: gr.State,
                             max_tokens: gr.Number, *, profile: Profile, engine: ChatEngine | None,
-                            limits: UploadLimits, workers: int) -> list[Dependency]:
+                            limits: UploadLimits, workers: int,
+                            early: EarlyVideos | None = None) -> list[Dependency]:
     """Uploads and the Budget tab: every trigger runs the same steps; returns each step 3 that writes the state
     (what the chat reads), for views that follow the uploads (the context meter).
 
+    0. with ``early`` (the app's ``EarlyVideos``, heard of every upload as Gradio's route answers it), a video's
+       inspection begins with the Budget tab's first settings as its bytes come in, when a worker is free;
     1. *arrives* (``queue=False``, at once): the panel's job in flight is cancelled (superseded) and the
-       status line shows the panel busy; a video's inspection begins here when a worker is free
-       (``on_video_arrives``), and the next step shows it;
+       status line shows the panel busy; a video's inspection begins here — the one begun as it came in, when
+       there is one with these settings, or a new one when a worker is free (``on_video_arrives``) — and the
+       next step shows it;
     2. the inspection (the public API endpoint), at most ``workers`` at a time across every visitor (their work
        takes one of the app's ``Workers``, the Gradio queue's limit is the same number); one
        visitor's panels run side by side too, each result applied to the visitor's latest state
@@ -562,7 +577,10 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     controls = budget.components()  # on_video / on_settings take them by these names, in this order
     arrives = Options(outputs=uploads.status, queue=False, show_progress="hidden", api_visibility="private")
     shown: list[Dependency] = []
-    pool = Workers(workers)
+    pool = early.workers if early is not None else Workers(workers)
+    if early is not None:  # what the page's Budget tab starts with
+        early.expect(video_settings_from_controls(**{name: control.value for name, control
+                                                     in zip(budget.names(), controls, strict=True)}))
 
     def bound(fn: Callable[..., Any]) -> Callable[..., Any]:  # keyword-only: Gradio fills the positional parameters
         return partial(fn, profile, engine=engine, limits=limits, workers=pool)
@@ -587,10 +605,10 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
                       concurrency_limit=workers, concurrency_id="inspect-views", **after)
 
     frames, solver = outputs["frames_gallery"], outputs["solver_md"]
-    inspect(uploads.video.change(partial(on_video_arrives, profile, engine, limits=limits, workers=pool),
+    inspect(uploads.video.change(partial(on_video_arrives, profile, engine, limits=limits, workers=pool, early=early),
                                  [inspections, uploads.video, *controls],
                                  trigger_mode="multiple", **arrives),
-            bound(on_video), [uploads.video, *controls],
+            partial(bound(on_video), early=early), [uploads.video, *controls],
             api_name="inspect_video", show_progress="full", progress_on=[frames], panel="video")
     for trigger, name in ((budget.seq.release, "set_seq"), (budget.max_new_tokens.release, "set_max_new_tokens"),
                           (budget.reserve.release, "set_reserve"), (budget.audio_cap.release, "set_audio_cap"),

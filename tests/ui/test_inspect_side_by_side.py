@@ -12,7 +12,6 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from dots3_demo import vllm_compat
 from dots3_demo.core.state import initial_state
 from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
@@ -132,28 +131,6 @@ def test_the_flag_from_the_command_line_to_help_and_readme(capsys):
 
 
 # ---------------------------------------------------------------- a new upload supersedes the one in flight
-@pytest.fixture
-def decodes(monkeypatch):
-    """vLLM's video preprocessing, counted: each call's file size, and the most that ran at once."""
-    module = vllm_compat.video_module()
-    real = module.preprocess_dots3_note_video
-    calls, running, lock = [], [0, 0], threading.Lock()  # running: now, at most
-
-    def counted(data, **kwargs):
-        with lock:
-            calls.append(len(data))
-            running[0] += 1
-            running[1] = max(running)
-        try:
-            return real(data, **kwargs)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(module, "preprocess_dots3_note_video", counted)
-    return calls, running
-
-
 def test_a_new_upload_supersedes_the_one_in_flight(profile, clip_with_audio, clip_silent, decodes, monkeypatch):
     decoded, _ = decodes
     fn = next(f for f in build_interface(profile, None, seq=SEQ).fns.values() if f.api_name == "inspect_video")
