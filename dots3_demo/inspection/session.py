@@ -28,9 +28,11 @@ which panels are busy, so one status line can show every panel (``dots3_demo.ui.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,25 +318,46 @@ class Workers:
     begins as its upload arrives takes one only if it is free at that moment (:meth:`try_take`), and otherwise
     waits for its event, which waits for a worker (:meth:`take`)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         if count < 1:
             raise ValueError(f"at least one inspection worker, not {count}")
         self.count = count
         self._free = threading.BoundedSemaphore(count)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._taken = 0
+        self._since = -math.inf  # when the last worker was given back
 
     def __repr__(self) -> str:
         return f"Workers(count={self.count})"
 
     def try_take(self) -> bool:
         """Take a worker if one is free now; ``False`` (and nothing taken) if none is."""
-        return self._free.acquire(blocking=False)
+        if not self._free.acquire(blocking=False):
+            return False
+        self._took()
+        return True
 
     def take(self) -> None:
         """Take a worker, waiting for one to be given back if none is free."""
         self._free.acquire()
+        self._took()
+
+    def _took(self) -> None:
+        with self._lock:
+            self._taken += 1
 
     def give_back(self) -> None:
-        self._free.release()
+        self._free.release()  # raises, changing nothing, when none was taken
+        with self._lock:
+            self._taken -= 1
+            self._since = self._clock()
+
+    def idle_s(self) -> float:
+        """Seconds every worker has been free (since the last was given back: ``inf`` when none ever was); 0 while
+        one is taken."""
+        with self._lock:
+            return 0.0 if self._taken else self._clock() - self._since
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:

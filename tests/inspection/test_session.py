@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 import sys
 import threading
@@ -105,6 +106,24 @@ def test_the_workers_bound_the_work_at_once():
     thread.join(10)
     with pytest.raises(ValueError):
         Workers(0)
+
+
+def test_the_workers_say_how_long_every_one_has_been_free():
+    now = [100.0]
+    workers = Workers(2, clock=lambda: now[0])
+    assert workers.idle_s() == math.inf  # none was ever taken
+    assert workers.try_take()
+    workers.take()
+    assert workers.idle_s() == 0.0
+    workers.give_back()
+    now[0] = 101.0
+    assert workers.idle_s() == 0.0  # one is still taken
+    workers.give_back()
+    now[0] = 103.5
+    assert workers.idle_s() == 2.5
+    with pytest.raises(ValueError):
+        workers.give_back()  # none is taken: nothing changes
+    assert workers.idle_s() == 2.5
 
 
 def test_a_change_that_leaves_the_state_alone_keeps_the_version():

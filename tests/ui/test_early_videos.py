@@ -6,6 +6,7 @@ step (or an API call) takes it — vLLM decodes the file once. Speed is measured
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -226,3 +227,48 @@ def test_the_upload_route_begins_a_videos_inspection_and_answers_as_gradio_does(
         status, *_ = client.predict(handle_file(str(clip_with_audio)), *CONTROLS, api_name="/inspect_video")
     assert f"✓ **{clip_with_audio.name}**" in status
     assert calls == [clip_with_audio.stat().st_size]  # the event took the run begun: vLLM decoded it once
+
+
+def test_gradios_ffmpeg_wasm_waits_until_the_inspection_is_done(profile, clip_silent, held):
+    """The video panel's trim controls fetch FFmpeg.wasm (31.7 MB) as the upload is shown: the app answers it once
+    every inspection worker has been free for a second, with Gradio's own file."""
+    import gradio
+
+    release, arrived = held
+    wasm = Path(gradio.__file__).parent / "templates" / "frontend" / "static" / "ffmpeg" / "ffmpeg-core.wasm"
+    with live_app(profile, seq=SEQ, inspect_workers=1) as demo:
+        url = demo.local_url.rstrip("/")
+        with clip_silent.open("rb") as handle:
+            assert httpx.post(f"{url}/gradio_api/upload",
+                              files={"files": (clip_silent.name, handle, "video/mp4")}).status_code == 200
+        _wait_for(lambda: arrived)  # the upload's inspection holds the one worker
+        answer = {}
+        fetch = threading.Thread(target=lambda: answer.setdefault(
+            "wasm", httpx.get(f"{url}/static/ffmpeg/ffmpeg-core.wasm", timeout=60)))
+        fetch.start()
+        assert not fetch.join(1.5) and fetch.is_alive()  # not while it inspects
+        release.set()
+        fetch.join(60)
+        assert httpx.get(f"{url}/static/ffmpeg/ffmpeg-core.js").status_code == 200  # the rest as Gradio serves it
+    assert answer["wasm"].status_code == 200 and answer["wasm"].content == wasm.read_bytes()
+
+
+def test_ffmpeg_wasm_waits_no_longer_than_its_bound():
+    import asyncio
+
+    from fastapi import FastAPI
+
+    from dots3_demo.serving.deferred_assets import defer_ffmpeg
+
+    app, asked = FastAPI(), []
+
+    @app.get("/static/{path:path}")
+    async def static_resource(path: str):
+        asked.append(path)
+        return path
+
+    assert defer_ffmpeg(app, lambda: 0.0, quiet_s=1.0, most_s=0.2)  # never quiet: served at the bound
+    route = next(r for r in app.router.routes if getattr(r, "path", "") == "/static/ffmpeg/ffmpeg-core.wasm")
+    assert asyncio.run(asyncio.wait_for(route.endpoint(), 5)) == "ffmpeg/ffmpeg-core.wasm"
+    assert asked == ["ffmpeg/ffmpeg-core.wasm"]
+    assert not defer_ffmpeg(FastAPI(), lambda: 0.0)  # no static route: nothing changed
