@@ -16,13 +16,12 @@ the queue's event lists) are pinned by ``tests/ui/test_late_cancel.py``.
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Callable
 from typing import Any
 
-from fastapi.routing import APIRoute
 from gradio.data_classes import CancelBody
 
-logger = logging.getLogger(__name__)
+from dots3_demo.serving.routes import in_front
 
 TASK_SEPARATOR = "<gradio-sep>"  # gradio.utils.set_task_name: f"{session}_{fn}<gradio-sep>{event id}"
 
@@ -38,19 +37,13 @@ def event_pending(queue: Any, event_id: str) -> bool:
 def guard_cancels(app: Any) -> bool:
     """Route the app's ``/cancel`` through :func:`event_pending` first (``app``: the running Gradio app,
     e.g. in its lifespan); False when Gradio has no such route (then nothing changed)."""
-    routes = app.router.routes
-    index = next((i for i, route in enumerate(routes) if isinstance(route, APIRoute)
-                  and route.path.endswith("/cancel") and "POST" in route.methods), None)
-    if index is None:
-        logger.warning("Gradio's /cancel route was not found; a late Stop may cancel the next reply")
-        return False
-    route = routes[index]
-    gradio_cancel = route.endpoint
+    def guarded(gradio_cancel: Callable[..., Any]) -> Callable[..., Any]:
+        async def cancel(body: CancelBody) -> Any:
+            if not event_pending(app.get_blocks()._queue, body.event_id):
+                return {"success": True}  # that event is over: cancelling by session and function would hit the next
+            return await gradio_cancel(body)
 
-    async def cancel(body: CancelBody) -> Any:
-        if not event_pending(app.get_blocks()._queue, body.event_id):
-            return {"success": True}  # that event is over: cancelling by session and function would hit the next one
-        return await gradio_cancel(body)
+        return cancel
 
-    routes.insert(index, APIRoute(route.path, cancel, methods=["POST"], include_in_schema=False))
-    return True
+    return in_front(app, "POST", lambda path: path.endswith("/cancel"), guarded,
+                    missing="Gradio's /cancel route was not found; a late Stop may cancel the next reply")

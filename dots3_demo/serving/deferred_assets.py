@@ -13,13 +13,10 @@ static route) are pinned by ``tests/ui/test_early_videos.py``.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from fastapi.routing import APIRoute
-
-logger = logging.getLogger(__name__)
+from dots3_demo.serving.routes import in_front
 
 FFMPEG_WASM = "ffmpeg/ffmpeg-core.wasm"  # under Gradio's /static/
 STATIC_ROUTE = "/static/{path:path}"
@@ -32,21 +29,16 @@ def defer_ffmpeg(app: Any, idle_s: Callable[[], float], *, quiet_s: float = QUIE
     """Answer Gradio's FFmpeg.wasm only once ``idle_s()`` (seconds every inspection worker has been free:
     ``Workers.idle_s``) reaches ``quiet_s``, or ``most_s`` after it was asked for (``app``: the running Gradio app,
     e.g. in its lifespan); False when Gradio has no static route (then nothing changed)."""
-    routes = app.router.routes
-    index = next((i for i, route in enumerate(routes) if isinstance(route, APIRoute)
-                  and route.path == STATIC_ROUTE and "GET" in route.methods), None)
-    if index is None:
-        logger.warning("Gradio's static route was not found; FFmpeg.wasm is served as soon as it is asked for")
-        return False
-    gradio_static = routes[index].endpoint
+    def deferred(gradio_static: Callable[..., Any]) -> Callable[..., Any]:
+        async def ffmpeg_wasm() -> Any:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + most_s
+            while idle_s() < quiet_s and loop.time() < deadline:
+                await asyncio.sleep(POLL_S)
+            return await gradio_static(FFMPEG_WASM)
 
-    async def ffmpeg_wasm() -> Any:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + most_s
-        while idle_s() < quiet_s and loop.time() < deadline:
-            await asyncio.sleep(POLL_S)
-        return await gradio_static(FFMPEG_WASM)
+        return ffmpeg_wasm
 
-    routes.insert(index, APIRoute(STATIC_ROUTE.replace("{path:path}", FFMPEG_WASM), ffmpeg_wasm, methods=["GET"],
-                                  include_in_schema=False))
-    return True
+    return in_front(app, "GET", lambda path: path == STATIC_ROUTE, deferred,
+                    path=STATIC_ROUTE.replace("{path:path}", FFMPEG_WASM),
+                    missing="Gradio's static route was not found; FFmpeg.wasm is served as soon as it is asked for")

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import BackgroundTasks, Request
-from fastapi.routing import APIRoute
+
+from dots3_demo.serving.routes import in_front
 
 logger = logging.getLogger(__name__)
 
@@ -28,24 +29,17 @@ def watch_uploads(app: Any, uploaded: Uploaded) -> bool:
     """Hand the paths of every upload the app's ``/upload`` route saved to ``uploaded`` as it answers (``app``: the
     running Gradio app, e.g. in its lifespan); False when Gradio has no such route (then nothing changed). Only files
     already in place are handed (Gradio copies one across file systems after answering)."""
-    routes = app.router.routes
-    index = next((i for i, route in enumerate(routes) if isinstance(route, APIRoute)
-                  and route.path.endswith("/upload") and "POST" in route.methods), None)
-    if index is None:
-        logger.warning("Gradio's /upload route was not found; uploads are inspected when their events come")
-        return False
-    route = routes[index]
-    gradio_upload = route.endpoint
+    def watched(gradio_upload: Callable[..., Any]) -> Callable[..., Any]:
+        async def upload(request: Request, bg_tasks: BackgroundTasks, upload_id: str | None = None) -> Any:
+            saved = await gradio_upload(request, bg_tasks, upload_id)
+            if isinstance(saved, list):
+                try:
+                    uploaded([path for path in saved if isinstance(path, str) and os.path.isfile(path)])
+                except Exception:  # the upload itself succeeded: it is answered as Gradio answers it
+                    logger.exception("handing an upload to the work it begins failed")
+            return saved
 
-    async def upload(request: Request, bg_tasks: BackgroundTasks, upload_id: str | None = None) -> Any:
-        saved = await gradio_upload(request, bg_tasks, upload_id)
-        if isinstance(saved, list):
-            try:
-                uploaded([path for path in saved if isinstance(path, str) and os.path.isfile(path)])
-            except Exception:  # the upload itself succeeded: it is answered as Gradio answers it
-                logger.exception("handing an upload to the work it begins failed")
-        return saved
+        return upload
 
-    routes.insert(index, APIRoute(route.path, upload, methods=["POST"], dependencies=list(route.dependencies),
-                                  response_class=route.response_class, include_in_schema=False))
-    return True
+    return in_front(app, "POST", lambda path: path.endswith("/upload"), watched,
+                    missing="Gradio's /upload route was not found; uploads are inspected when their events come")

@@ -17,19 +17,11 @@ from dots3_demo.inspection.session import Job, Superseded, Workers
 from dots3_demo.ui import build_interface, handlers, inspect_page
 from dots3_demo.ui.early_videos import EarlyVideos
 from support.live import live_app
+from support.waiting import wait_for
 
 SEQ = 8192
 CONTROLS = (SEQ, True, 0, 0, 1.0, "eval_ek")  # the Budget tab's first values, for seq=SEQ
 DEFAULTS = VideoSettings(seq=SEQ)  # … as settings
-
-
-def _wait_for(condition, seconds: float = 60) -> None:
-    pause = threading.Event()
-    for _ in range(int(seconds * 100)):
-        if condition():
-            return
-        pause.wait(0.01)
-    raise AssertionError("timed out")
 
 
 def _timestamps(frames) -> list[str]:
@@ -75,7 +67,7 @@ def test_an_upload_begins_its_inspection_and_the_job_that_takes_it_gets_all_of_i
     calls, _ = decodes
     early = _early(profile)
     early.uploaded([str(clip_with_audio)])
-    _wait_for(lambda: calls)
+    wait_for(lambda: calls)
     assert calls.threads == ["early-inspection"]  # decoding before any event asked
     run = early.take(str(clip_with_audio), DEFAULTS)
     assert run is not None and early.take(str(clip_with_audio), DEFAULTS) is None  # handed over once
@@ -109,7 +101,7 @@ def test_only_a_video_with_the_page_settings_and_a_free_worker_begins(profile, c
     assert len(early) == 1
     assert early.take(str(clip_with_audio), VideoSettings(seq=2048)) is None  # other settings: dropped
     assert len(early) == 0
-    _wait_for(lambda: _free(early.workers))
+    wait_for(lambda: _free(early.workers))
     assert calls == [clip_with_audio.stat().st_size]
 
 
@@ -117,12 +109,12 @@ def test_runs_no_event_takes_are_dropped_after_a_while_or_for_newer_ones(profile
     now = [0.0]
     early = _early(profile, workers=2, keep_s=10, most=1, clock=lambda: now[0])
     early.uploaded([str(clip_with_audio)])
-    _wait_for(lambda: _free(early.workers))
+    wait_for(lambda: _free(early.workers))
     early.uploaded([str(clip_silent)])  # at most one kept: the newer
     assert len(early) == 1 and early.take(str(clip_with_audio), DEFAULTS) is None
     now[0] = 11.0
     assert early.take(str(clip_silent), DEFAULTS) is None and len(early) == 0  # too old
-    _wait_for(lambda: _free(early.workers))
+    wait_for(lambda: _free(early.workers))
 
 
 def test_a_superseded_job_stops_the_run_it_took_before_vllm_decodes(profile, clip_with_audio, decodes, held):
@@ -130,7 +122,7 @@ def test_a_superseded_job_stops_the_run_it_took_before_vllm_decodes(profile, cli
     release, arrived = held
     early = _early(profile)
     early.uploaded([str(clip_with_audio)])
-    _wait_for(lambda: arrived)
+    wait_for(lambda: arrived)
     run, job, outcome = early.take(str(clip_with_audio), DEFAULTS), Job("video", 1), {}
 
     def replay() -> None:
@@ -145,7 +137,7 @@ def test_a_superseded_job_stops_the_run_it_took_before_vllm_decodes(profile, cli
     thread.join(10)
     assert isinstance(outcome.get("raised"), Superseded)
     release.set()
-    _wait_for(lambda: _free(early.workers))  # the run stopped at its next safe point and gave its worker back
+    wait_for(lambda: _free(early.workers))  # the run stopped at its next safe point and gave its worker back
     assert calls == []
 
 
@@ -155,7 +147,7 @@ def test_once_taken_the_run_waits_until_its_frames_are_shown_before_the_rest(pro
     release, arrived = held
     early = _early(profile)
     early.uploaded([str(clip_silent)])
-    _wait_for(lambda: arrived)
+    wait_for(lambda: arrived)
     run, shown, result = early.take(str(clip_silent), DEFAULTS), threading.Event(), {}
 
     def frames_ready(frames) -> None:
@@ -166,7 +158,7 @@ def test_once_taken_the_run_waits_until_its_frames_are_shown_before_the_rest(pro
         "inspected", run.replay(Job("video", 1), lambda fraction, text: None, frames_ready)))
     thread.start()
     release.set()  # taken before vLLM's call: now it may decode
-    _wait_for(lambda: "frames" in result)
+    wait_for(lambda: "frames" in result)
     assert not thread.join(0.5) and not run.ended  # the rest waits
     shown.set()
     thread.join(60)
@@ -189,7 +181,7 @@ def test_the_video_events_show_the_inspection_the_upload_began(profile, clip_wit
     arrives, inspect = _video_events(build_interface(profile, None, seq=SEQ, inspect_workers=1, early=early))
     path = str(clip_with_audio)
     early.uploaded([path])
-    _wait_for(lambda: calls)
+    wait_for(lambda: calls)
     session = handlers.new_inspections(initial_state(SEQ))
     if with_arrival:  # the arrival takes it: the session's job is in flight from then on
         assert f"inspecting {clip_with_audio.name}" in arrives(session, path, *CONTROLS)
@@ -221,7 +213,7 @@ def test_the_upload_route_begins_a_videos_inspection_and_answers_as_gradio_does(
             answer = httpx.post(f"{url}/gradio_api/upload",
                                 files={"files": (clip_with_audio.name, handle, "video/mp4")})
         assert answer.status_code == 200 and answer.json()[0].endswith(clip_with_audio.name)
-        _wait_for(lambda: calls)
+        wait_for(lambda: calls)
         assert calls.threads == ["early-inspection"]  # the video, as the route answered; the photo, never
         client = Client(demo.local_url, verbose=False, download_files=False)  # uploads the same bytes, then asks
         status, *_ = client.predict(handle_file(str(clip_with_audio)), *CONTROLS, api_name="/inspect_video")
@@ -241,7 +233,7 @@ def test_gradios_ffmpeg_wasm_waits_until_the_inspection_is_done(profile, clip_si
         with clip_silent.open("rb") as handle:
             assert httpx.post(f"{url}/gradio_api/upload",
                               files={"files": (clip_silent.name, handle, "video/mp4")}).status_code == 200
-        _wait_for(lambda: arrived)  # the upload's inspection holds the one worker
+        wait_for(lambda: arrived)  # the upload's inspection holds the one worker
         answer = {}
         fetch = threading.Thread(target=lambda: answer.setdefault(
             "wasm", httpx.get(f"{url}/static/ffmpeg/ffmpeg-core.wasm", timeout=60)))

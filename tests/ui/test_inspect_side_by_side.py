@@ -17,6 +17,7 @@ from dots3_demo.inspection import VideoSettings, inspect_file
 from dots3_demo.inspection.session import default_workers
 from dots3_demo.ui import build_interface, handlers, inspect_page
 from support.live import live_app
+from support.waiting import wait_for
 
 SEQ = 8192
 CONTROLS = (SEQ, True, 0, 0, 1.0, "eval_ek")
@@ -45,15 +46,6 @@ def gate(monkeypatch, *, parties: int = 0, only: str = ""):
 
     monkeypatch.setattr(handlers, "inspect_file", gated)
     yield release, arrived
-
-
-def _wait_for(condition, seconds: float = 60) -> None:
-    done = threading.Event()
-    for _ in range(int(seconds * 100)):
-        if condition():
-            return
-        done.wait(0.01)
-    raise AssertionError("timed out")
 
 
 def _session() -> handlers.Inspections:
@@ -139,13 +131,13 @@ def test_a_new_upload_supersedes_the_one_in_flight(profile, clip_with_audio, cli
         first = threading.Thread(target=lambda: results.setdefault(
             "first", list(fn.fn(session, str(clip_with_audio), *CONTROLS))))
         first.start()
-        _wait_for(lambda: arrived == [clip_with_audio.name])  # the first is inside its inspection
+        wait_for(lambda: arrived == [clip_with_audio.name])  # the first is inside its inspection
         job = session.job("video")
         assert job is not None and not job.cancelled
         second = threading.Thread(target=lambda: results.setdefault(
             "second", list(fn.fn(session, str(clip_silent), *CONTROLS))))
         second.start()
-        _wait_for(lambda: len(arrived) == 2)  # the second has begun (superseding the first)
+        wait_for(lambda: len(arrived) == 2)  # the second has begun (superseding the first)
         release.set()
         first.join(120)
         second.join(120)
@@ -165,7 +157,7 @@ def test_an_upload_announced_cancels_the_job_in_flight_at_once(profile, clip_wit
         first = threading.Thread(target=lambda: results.setdefault("first", handlers.inspect_video(
             session, profile, str(clip_with_audio), VideoSettings(seq=SEQ))))
         first.start()
-        _wait_for(lambda: arrived)
+        wait_for(lambda: arrived)
         job = session.job("video")
         status = handlers.announce_video(session, str(clip_silent))  # what the page does as the file lands
         assert job.cancelled and f"⏳ **Video** — inspecting {clip_silent.name}…" in status
@@ -195,7 +187,7 @@ def test_a_video_is_inspected_from_the_moment_it_arrives_and_its_event_shows_tha
     with gate(monkeypatch) as (release, arrived):
         status = arrives(session, str(clip_with_audio), *CONTROLS)
         assert f"⏳ **Video** — inspecting {clip_with_audio.name}…" in status
-        _wait_for(lambda: arrived == [clip_with_audio.name], 10)  # inspecting before its event is there
+        wait_for(lambda: arrived == [clip_with_audio.name], 10)  # inspecting before its event is there
         release.set()
         steps = list(inspect(session, str(clip_with_audio), *CONTROLS))
     assert calls == [clip_with_audio.stat().st_size]  # one decoding: the event took the inspection begun
@@ -220,13 +212,13 @@ def test_an_event_with_other_budget_settings_than_the_arrival_inspects_with_its_
     session = _session()
     with gate(monkeypatch) as (release, arrived):
         arrives(session, str(clip_with_audio), *CONTROLS)
-        _wait_for(lambda: arrived, 10)
+        wait_for(lambda: arrived, 10)
         early = session.job("video")
         outcome = {}
         event = threading.Thread(target=lambda: outcome.setdefault(
             "steps", list(inspect(session, str(clip_with_audio), 2048, *CONTROLS[1:]))))
         event.start()
-        _wait_for(lambda: len(arrived) == 2)
+        wait_for(lambda: len(arrived) == 2)
         release.set()
         event.join(120)
     assert early.cancelled and calls == [clip_with_audio.stat().st_size]
@@ -245,10 +237,10 @@ def test_the_event_of_an_upload_superseded_before_it_came_changes_nothing(
     session = _session()
     with gate(monkeypatch) as (release, arrived):
         arrives(session, str(clip_with_audio), *CONTROLS)
-        _wait_for(lambda: arrived == [clip_with_audio.name], 10)
+        wait_for(lambda: arrived == [clip_with_audio.name], 10)
         first = session.job("video")
         arrives(session, str(clip_silent), *CONTROLS)
-        _wait_for(lambda: len(arrived) == 2, 10)
+        wait_for(lambda: len(arrived) == 2, 10)
         assert first.cancelled
         stale = list(inspect(session, str(clip_with_audio), *CONTROLS))
         assert len(stale) == 1 and all(value == gr.skip() for value in stale[0])
@@ -271,7 +263,7 @@ def test_with_every_worker_busy_a_video_waits_for_its_event_and_no_more_decode_a
     one, two, three, results = _session(), _session(), _session(), {}
     with gate(monkeypatch, only=clip_with_audio.name) as (release, arrived):
         arrives(one, str(clip_with_audio), *CONTROLS)
-        _wait_for(lambda: arrived, 10)
+        wait_for(lambda: arrived, 10)
         status = arrives(two, str(clip_silent), *CONTROLS)
         assert f"inspecting {clip_silent.name}" in status and two.job("video") is None  # announced, not begun
         threads = [threading.Thread(target=lambda s=s, p=p, k=k: results.setdefault(k, list(inspect(s, p, *CONTROLS))))
@@ -300,7 +292,7 @@ def test_new_budget_settings_replan_the_video_still_being_inspected(profile, cli
         upload = threading.Thread(target=lambda: results.setdefault("upload", handlers.inspect_video(
             session, profile, str(clip_with_audio), VideoSettings(seq=SEQ))))
         upload.start()
-        _wait_for(lambda: arrived)
+        wait_for(lambda: arrived)
         handlers.announce_settings(session)
         release.set()
         results["settings"] = handlers.inspect_settings(session, profile, small)
@@ -316,7 +308,7 @@ def test_clearing_the_microphone_leaves_an_audio_file_being_inspected(profile, t
     with gate(monkeypatch) as (release, arrived):
         upload = threading.Thread(target=handlers.inspect_audio, args=(session, profile, str(tone), "file"))
         upload.start()
-        _wait_for(lambda: arrived)
+        wait_for(lambda: arrived)
         job = session.job("audio")
         handlers.announce_audio(session, None, "microphone")
         assert handlers.inspect_audio(session, profile, None, "microphone").views == {}
@@ -336,7 +328,7 @@ def test_one_sessions_panels_inspect_side_by_side_and_the_status_line_shows_them
         video = threading.Thread(target=lambda: results.setdefault(
             "video", list(fns["inspect_video"].fn(session, str(clip_with_audio), *CONTROLS))))
         video.start()
-        _wait_for(lambda: arrived)  # the video is being inspected while the others arrive and finish
+        wait_for(lambda: arrived)  # the video is being inspected while the others arrive and finish
         results["images"] = fns["inspect_images"].fn(session, [str(photo)])
         results["audio"] = fns["inspect_audio"].fn(session, str(tone))
         release.set()
