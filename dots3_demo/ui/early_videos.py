@@ -93,6 +93,10 @@ class EarlyVideo:
             self._steps.append((kind, value))
             self._changed.notify_all()
 
+    def cancel(self) -> None:
+        """Stop the run at its next safe point (``Job.interruptible``): no job will take it."""
+        self._job.cancel()
+
     @property
     def ended(self) -> bool:
         with self._changed:
@@ -192,14 +196,17 @@ class EarlyVideos:
 
     def take(self, path: str | None, settings: VideoSettings) -> EarlyVideo | None:
         """The run of the file at ``path`` for the event that shows it with ``settings``, handed over once; ``None``
-        when there is none, or when it was begun with other settings (it is then dropped: that event begins its
-        own)."""
+        when there is none, or when it was begun with other settings (it is then stopped and dropped, giving its
+        worker back soon: that event begins its own)."""
         if not path:
             return None
         with self._lock:
             self._prune()
             run = self._runs.pop(_key(path), None)
-        return run if run is not None and run.settings == settings else None
+        if run is not None and run.settings != settings:
+            run.cancel()
+            return None
+        return run
 
     def __len__(self) -> int:
         with self._lock:

@@ -165,6 +165,21 @@ def test_once_taken_the_run_waits_until_its_frames_are_shown_before_the_rest(pro
     assert run.ended and result["inspected"].apply(initial_state(SEQ))[0].video_path == str(clip_silent)
 
 
+def test_a_run_begun_with_other_settings_than_the_events_stops_before_vllm_decodes(profile, clip_with_audio,
+                                                                                  decodes, held):
+    """A Budget control moved before the drop: the event begins its own inspection, and the run begun with the
+    first settings gives its worker back at its next safe point rather than decoding for nobody."""
+    calls, _ = decodes
+    release, arrived = held
+    early = _early(profile)
+    early.uploaded([str(clip_with_audio)])
+    wait_for(lambda: arrived)
+    assert early.take(str(clip_with_audio), VideoSettings(seq=2048)) is None and len(early) == 0
+    release.set()
+    wait_for(lambda: _free(early.workers))
+    assert calls == []
+
+
 # ---------------------------------------------------------------- the page's steps take it
 def _video_events(demo):
     fns = list(demo.fns.values())
