@@ -30,7 +30,7 @@ from typing import Any
 
 from dots3_demo.inspection import interruption_points
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.session import Job, Superseded, Workers
+from dots3_demo.inspection.session import Job, Workers
 from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui.handlers import Inspected, video_inspected
@@ -132,8 +132,6 @@ class EarlyVideo:
             elif kind == "done":
                 return value
             else:
-                if isinstance(value, Superseded):
-                    job.raise_if_cancelled()
                 raise value
 
 

@@ -31,11 +31,11 @@ from dots3_demo.core.settings import video_settings_from_controls
 from dots3_demo.core.state import StudioState
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.session import Workers
-from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress
+from dots3_demo.inspection.session import Job, Workers
+from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers, layout, views
-from dots3_demo.ui.early_videos import EarlyVideos
+from dots3_demo.ui.early_videos import EarlyVideo, EarlyVideos
 from dots3_demo.ui.handlers import Inspections
 from dots3_demo.ui.layout import Listen, Options
 
@@ -409,13 +409,22 @@ def on_video(profile: Profile, inspections: Inspections, path: str | None, seq: 
         yield _emit("video", None, engine)
         return
     if run is None:
-        adopted = early.take(path, settings) if early is not None else None
         run = VideoRun(workers)
-        run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
-                                                               limits=limits, frames_shown=shown,
-                                                               replay=adopted.replay if adopted else None),
-                  worker="wait" if adopted is None else "none")
+        _start_video(run, profile, inspections, path, settings, limits=limits,
+                     adopted=early.take(path, settings) if early is not None else None)
     yield from run.steps(profile, engine, _progress_adapter(progress))
+
+
+def _start_video(run: VideoRun, profile: Profile, inspections: Inspections, path: str | None, settings: VideoSettings,
+                 *, limits: UploadLimits, adopted: EarlyVideo | None, job: Job | None = None,
+                 taken: bool = False) -> None:
+    """Start ``run`` on the video panel's inspection of ``path`` with ``settings`` (as ``job``, begun as the upload
+    arrived, when given): replaying ``adopted``, the inspection begun as the file's bytes came in, when there is one;
+    else with a worker, ``taken`` already or waited for."""
+    run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
+                                                           limits=limits, frames_shown=shown, job=job,
+                                                           replay=adopted.replay if adopted else None),
+              worker="none" if adopted is not None else "taken" if taken else "wait")
 
 
 def on_settings(profile: Profile, inspections: Inspections, seq: float, reserve_auto: bool, reserve: float,
@@ -472,10 +481,8 @@ def on_video_arrives(profile: Profile, engine: ChatEngine | None, inspections: I
     try:
         run = VideoRun(workers)
         job, status = handlers.begin_video(inspections, path, settings, run)
-        run.start(lambda shown, report: handlers.inspect_video(inspections, profile, path, settings, report,
-                                                               limits=limits, frames_shown=shown, job=job,
-                                                               replay=adopted.replay if adopted else None),
-                  worker="taken" if adopted is None else "none")
+        _start_video(run, profile, inspections, path, settings, limits=limits, adopted=adopted, job=job,
+                     taken=adopted is None)
     except BaseException:
         if adopted is None:
             workers.give_back()
@@ -579,8 +586,7 @@ def setup_inspection_events(uploads: layout.UploadPanels, model_views: layout.Mo
     shown: list[Dependency] = []
     pool = early.workers if early is not None else Workers(workers)
     if early is not None:  # what the page's Budget tab starts with
-        early.expect(video_settings_from_controls(**{name: control.value for name, control
-                                                     in zip(budget.names(), controls, strict=True)}))
+        early.expect(video_settings_from_controls(**budget.named([control.value for control in controls])))
 
     def bound(fn: Callable[..., Any]) -> Callable[..., Any]:  # keyword-only: Gradio fills the positional parameters
         return partial(fn, profile, engine=engine, limits=limits, workers=pool)
