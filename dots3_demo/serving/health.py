@@ -36,6 +36,7 @@ from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.serving.cancels import guard_cancels
 from dots3_demo.serving.capacity import follow_engine_capacity
 from dots3_demo.serving.deferred_assets import defer_ffmpeg
+from dots3_demo.serving.pictures import serve_pictures
 from dots3_demo.serving.uploads import Uploaded, watch_uploads
 
 logger = logging.getLogger(__name__)
@@ -126,14 +127,16 @@ def mount_health_routes(app: Any, engine: ChatEngine | None, profile_name: str) 
 
 def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine | None, profile_name: str, *,
                            start_engine: bool = False, uploaded: Uploaded | None = None,
-                           idle_s: Callable[[], float] | None = None) -> dict[str, Any]:
+                           idle_s: Callable[[], float] | None = None,
+                           pictures_in: str | None = None) -> dict[str, Any]:
     """``Blocks.launch(app_kwargs=…)`` whose lifespan mounts the health routes at server start-up, puts
     the late-Stop guard in front of Gradio's ``/cancel`` (``dots3_demo.serving.cancels``) and, with
     ``start_engine``, begins loading the engine in the background on the server's loop; once the engine is ready,
     the chat's concurrency limit becomes its capacity (``dots3_demo.serving.capacity``); with ``uploaded``, the
     paths of every upload go to it as Gradio's ``/upload`` route answers (``dots3_demo.serving.uploads``); with
     ``idle_s`` (seconds every inspection worker has been free), Gradio's FFmpeg.wasm waits for the inspections
-    (``dots3_demo.serving.deferred_assets``).
+    (``dots3_demo.serving.deferred_assets``); with ``pictures_in`` (Gradio's upload folder), the galleries' pictures
+    there are answered on the server's loop (``dots3_demo.serving.pictures``).
 
     ``launch()`` builds a new FastAPI app each time; its lifespan runs before uvicorn serves a
     request, so the routes are there from the first probe. A lifespan already in ``app_kwargs``
@@ -151,6 +154,8 @@ def app_kwargs_with_health(app_kwargs: dict[str, Any] | None, engine: ChatEngine
             watch_uploads(app, uploaded)
         if idle_s is not None:
             defer_ffmpeg(app, idle_s)
+        if pictures_in is not None:
+            serve_pictures(app, pictures_in)
         loop = asyncio.get_running_loop()
         if start_engine and engine is not None and engine.status.state == "idle":
             task = loop.create_task(_start_quietly(engine))

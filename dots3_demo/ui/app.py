@@ -329,10 +329,12 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
     demo.queue(max_size=queue_size(engine))
     options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
     # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts; every upload handed to
-    # the early videos as the route answers; Gradio's FFmpeg.wasm served once the inspections are done.
+    # the early videos as the route answers; Gradio's FFmpeg.wasm served once the inspections are done; the
+    # galleries' pictures answered on the server's loop.
     options["app_kwargs"] = app_kwargs_with_health(options.get("app_kwargs"), engine, profile.name,
                                                    start_engine=start_engine, uploaded=early.uploaded,
-                                                   idle_s=early.workers.idle_s)
+                                                   idle_s=early.workers.idle_s,
+                                                   pictures_in=inspect_page.pictures_folder())
     blocking = not launch_kwargs.get("prevent_thread_lock")
     result = demo.launch(**{**options, "prevent_thread_lock": True})
     session_state.install(demo)  # a new session's state is copied, not re-read: first requests at once start at once

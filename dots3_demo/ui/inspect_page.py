@@ -198,6 +198,11 @@ AFTER_THE_PICTURES_JS = """async (...inputs) => {
 }"""
 
 
+def pictures_folder() -> str:
+    """Where the galleries' pictures are written (Gradio's upload folder; ``serving.pictures`` answers them there)."""
+    return get_upload_folder()
+
+
 def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
     """``picture`` as a JPEG file in Gradio's cache (a folder named by its bytes' hash, as Gradio names
     them). A file already there is left alone: rewriting it would truncate it under a browser fetching
@@ -205,7 +210,7 @@ def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
     buffer = io.BytesIO()
     picture.convert("RGB").save(buffer, "JPEG", quality=GALLERY_JPEG_QUALITY, subsampling=subsampling)
     data = buffer.getvalue()
-    path = Path(get_upload_folder()) / processing_utils.hash_bytes(data) / name
+    path = Path(pictures_folder()) / processing_utils.hash_bytes(data) / name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial_path = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.part")
