@@ -14,13 +14,11 @@ rule allows (``gradio.utils.is_allowed_file``, so an operator's ``blocked_paths`
 few tens of KB from the page cache) and answered with the headers Gradio's answer has. Anything else — another file, a
 range, a picture gone — goes to Gradio's route unchanged. When the app has a login (``auth``) nothing is mounted:
 Gradio's check is needed then. Gradio's internals used here (the route and its parameters, ``is_allowed_file``) are
-pinned by ``tests/serving/test_pictures.py``.
+pinned by ``tests/deploy/test_pictures.py``.
 """
 
 from __future__ import annotations
 
-import email.utils
-import hashlib
 import logging
 import os
 import re
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request, Response
+from starlette.responses import FileResponse
 
 from dots3_demo.serving.routes import in_front
 
@@ -64,21 +63,18 @@ def _allowed(path: Path, blocks: Any, upload_folder: str) -> bool:
 
 
 def _answer(path: Path) -> Response | None:
-    """The picture as Gradio's route answers it (type, disposition, length, validators); None when it is gone or a
-    link (the studio writes neither; Gradio's route decides about those)."""
+    """The picture as Gradio's route answers it (its headers made by the same ``FileResponse``, given the file's stat:
+    type, disposition, length, validators); None when it is gone or a link (the studio writes neither; Gradio's
+    route decides about those)."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
             stat = os.fstat(handle.fileno())
             data = handle.read()
     except OSError:
         return None
-    etag = hashlib.md5(f"{stat.st_mtime}-{stat.st_size}".encode(), usedforsecurity=False).hexdigest()
-    return Response(data, media_type="image/jpeg", headers={
-        "accept-ranges": "bytes",
-        "content-disposition": f'inline; filename="{path.name}"',
-        "last-modified": email.utils.formatdate(stat.st_mtime, usegmt=True),
-        "etag": f'"{etag}"',
-    })
+    gradios = FileResponse(path, headers={"Accept-Ranges": "bytes"}, media_type="image/jpeg", filename=path.name,
+                           content_disposition_type="inline", stat_result=stat)  # as gradio.route_utils.file_fetch
+    return Response(data, headers=dict(gradios.headers))
 
 
 def serve_pictures(app: Any, upload_folder: str) -> bool:

@@ -1,5 +1,5 @@
 """A step in front of one of Gradio's own routes: the serving policy's way into Gradio's app (``cancels``,
-``uploads``, ``deferred_assets``), each pinned by its tests."""
+``uploads``, ``deferred_assets``, ``pictures``), each pinned by its tests."""
 
 from __future__ import annotations
 
