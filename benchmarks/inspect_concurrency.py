@@ -33,7 +33,8 @@ Time to frames in a browser
 Debian's Chromium (playwright, as ``tests/browser`` launches it) opens the page, and the clock starts
 when the video panel's file input fires ``change`` (the file is in the page, as after a visitor's
 drop; the page's own clock stamps each milestone): *upload* ends when the panel shows the
-uploaded video, *frames* when the gallery holds every frame vLLM sampled with each picture decoded,
+uploaded video, *first frame* when the gallery shows a first picture (the frames come as vLLM makes them),
+*frames* when the gallery holds every frame vLLM sampled with each picture decoded,
 *figures* when the Interleave tab's time line has been redrawn; *inspector* is the app's own time for the
 inspection, as its status line says. The app keeps Gradio's own trace of each event (``GRADIO_PROFILING``):
 the video event's wait in Gradio's queue, its preprocessing, the inspection (the generator's steps: the
@@ -327,6 +328,8 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
                          return ok; }}""", arg=arg, polling="raf")
 
     mark("upload", "() => document.querySelector('#video-input video[src*=\"/gradio_api/file=\"]') !== null")
+    mark("first", """() => [...document.querySelectorAll('#frames-gallery .thumbnail-item img')]
+                             .some(i => i.complete && i.naturalWidth > 0)""")
     mark("listed", "n => document.querySelectorAll('#frames-gallery .thumbnail-item img').length === n", frames)
     mark("frames", """n => { const imgs = [...document.querySelectorAll('#frames-gallery .thumbnail-item img')];
                              return imgs.length === n && imgs.every(i => i.complete && i.naturalWidth > 0); }""",
@@ -345,7 +348,7 @@ def browser_round(browser: Any, url: str, video: Path, frames: int) -> dict[str,
     context.close()
     match = re.search(rf"{re.escape(video.name)}.*?\((\d+\.\d) s\)", status)
     seconds = {key: (marks[key] - marks["drop"]) / 1000  # NaN stays NaN (playwright hands it over as such)
-               for key in ("upload", "listed", "fetch_start", "fetch_end", "frames", "figures")}
+               for key in ("upload", "first", "listed", "fetch_start", "fetch_end", "frames", "figures")}
     traces = gradio_queue.profiling_traces(url, "inspect_video")  # the newest: this drop's
     newest = traces[-1] if traces else dict.fromkeys((*gradio_queue.PHASES, "steps"), math.nan)
     phases = {f"gradio_{key}": value for key, value in newest.items()}
@@ -378,16 +381,17 @@ def time_to_frames(url: str, videos: list[Path], rounds: int) -> dict[str, Any] 
 
 def print_time_to_frames(label: str, result: dict[str, Any]) -> None:
     vllm = statistics.median(result["vllm"])
-    keys = ("upload", "inspector", "listed", "fetch_start", "fetch_end", "frames", "figures")
+    keys = ("upload", "inspector", "first", "listed", "fetch_start", "fetch_end", "frames", "figures")
     med = {key: statistics.median(r[key] for r in result["browser"]) for key in keys}
     print(f"\n{label}: time to frames in Chromium ({len(result['vllm'])} rounds, medians; "
           f"{'/'.join(map(str, result['frames']))} frames)")
     # the rounds' own ratios too: on a loaded box one slow round moves either median alone
     by_round = statistics.median(b["frames"] / v for v, b in zip(result["vllm"], result["browser"], strict=True))
-    print("| vLLM's preprocessing s | upload shown s | inspector in the app s | gallery listed s | "
-          "pictures fetched s | frames shown s | × vLLM | × vLLM, median of the rounds | figures drawn s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {vllm:.2f} | {med['upload']:.2f} | {med['inspector']:.1f} | {med['listed']:.2f} | "
+    print("| vLLM's preprocessing s | upload shown s | inspector in the app s | first frame shown s | "
+          "gallery listed s | pictures fetched s | frames shown s | × vLLM | × vLLM, median of the rounds | "
+          "figures drawn s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {vllm:.2f} | {med['upload']:.2f} | {med['inspector']:.1f} | {med['first']:.2f} | {med['listed']:.2f} | "
           f"{med['fetch_start']:.2f}–{med['fetch_end']:.2f} | {med['frames']:.2f} | "
           f"**{med['frames'] / vllm:.2f}** | {by_round:.2f} | {med['figures']:.2f} |")
     gradio = {key: statistics.median(r[f"gradio_{key}"] for r in result["browser"])

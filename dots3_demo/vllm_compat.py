@@ -24,6 +24,12 @@ Why this module exists
    ``UNSPECIFIED`` (``is_cpu()`` etc. do not change), and the loan ends with the block. On a host
    with a device nothing is done.
 
+4. vLLM's ``preprocess_dots3_note_video`` returns a video's frames all at once, after its last one.
+   :func:`video_preprocess_watching` runs the very same function (its code object, not a copy of its source)
+   with a name space of its own in which ``_decode_frames`` reports each frame as it makes it: the
+   inspector shows the frames as vLLM produces them. Nothing of vLLM's module changes, so the engine's own
+   preprocessing in this process is untouched.
+
 Everything else in the project imports vLLM's dots3_note code from here.
 """
 
@@ -34,7 +40,7 @@ import importlib
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -160,3 +166,74 @@ def freeze_gc_heap() -> None:
     from vllm.utils.gc_utils import freeze_gc_heap as vllm_freeze_gc_heap
 
     vllm_freeze_gc_heap()
+
+
+# Each frame ``_decode_frames`` makes: its place in vLLM's order, the seconds vLLM stamps it with, and the very
+# image object vLLM puts in the video's parts.
+FrameMade = Callable[[int, float, Any], None]
+_WATCHED_NAMES = ("_open_video", "_jpeg_roundtrip")  # what _decode_frames must call for the frames to be watched
+
+
+class _WatchedDecoder:
+    """vLLM's ``VideoDecoder`` as ``_decode_frames`` got it, keeping the frame indices of its last successful
+    ``get_frames_at`` (vLLM retries with fewer when the last ones cannot be decoded)."""
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+        self.indices: list[int] = []
+        self.made = 0  # frames made from it so far
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._decoder, name)
+
+    def get_frames_at(self, indices: list[int], *args: Any, **kwargs: Any) -> Any:
+        batch = self._decoder.get_frames_at(*args, indices=indices, **kwargs)
+        self.indices = list(indices)
+        return batch
+
+    def seconds(self, position: int) -> float:
+        """The time ``_decode_frames`` stamps its ``position``-th frame with: its index over the video's average
+        frame rate (25 when the file has none), to the millisecond (``tests/inspection/test_frames_watched.py``
+        checks it equals the timestamp vLLM puts before the frame)."""
+        fps = float(getattr(self._decoder.metadata, "average_fps", 0) or 0) or 25.0
+        return round(self.indices[position] / fps, 3)
+
+
+def video_preprocess_watching(made: FrameMade) -> Callable[..., Any]:
+    """vLLM's ``preprocess_dots3_note_video`` (same arguments, same result) that hands each frame to ``made`` the
+    moment ``_decode_frames`` has made it (decoded, resized, JPEG round-tripped), before it makes the next, on the
+    calling thread; whatever ``made`` raises stops the call. Where this vLLM's ``_decode_frames`` no longer calls
+    ``_open_video`` and ``_jpeg_roundtrip`` (work-around 4), its function is returned as it is: the frames then
+    come with the rest."""
+    video = video_module()
+    decode_frames, preprocess = video._decode_frames, video.preprocess_dots3_note_video
+    if not (set(_WATCHED_NAMES) <= set(decode_frames.__code__.co_names)
+            and "_decode_frames" in preprocess.__code__.co_names):
+        return preprocess
+    opened: list[_WatchedDecoder] = []  # the decoder of the call running (_decode_frames opens one)
+
+    def open_video(video_bytes: bytes) -> _WatchedDecoder:
+        opened[:] = [_WatchedDecoder(video._open_video(video_bytes))]
+        return opened[0]
+
+    def jpeg_roundtrip(image: Any, quality: int) -> Any:
+        frame = video._jpeg_roundtrip(image, quality)
+        if opened:
+            decoder = opened[0]
+            decoder.made += 1
+            made(decoder.made - 1, decoder.seconds(decoder.made - 1), frame)
+        return frame
+
+    scope = dict(vars(video))  # the module's names, with the two watched
+    scope.update(_open_video=open_video, _jpeg_roundtrip=jpeg_roundtrip)
+    scope["_decode_frames"] = _same_function(decode_frames, scope)
+    return _same_function(preprocess, scope)
+
+
+def _same_function(function: Any, scope: dict[str, Any]) -> Any:
+    """``function``'s own code with ``scope`` as its global names (defaults and all else as they are)."""
+    twin = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__,
+                              function.__closure__)
+    twin.__kwdefaults__ = function.__kwdefaults__
+    twin.__qualname__, twin.__doc__, twin.__module__ = function.__qualname__, function.__doc__, function.__module__
+    return twin

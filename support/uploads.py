@@ -5,8 +5,8 @@ Every upload to the page, and every move of a Budget control, runs these steps i
 
 1. *arrives*: ``handlers.announce_*`` (the panel's job in flight is cancelled, the panel shown busy);
 2. the inspection: ``handlers.inspect_*`` → a ``PanelUpdate``: the state, the status line, the
-   toast, and the panel's own views (its ``EVENT_KEYS``); a video's frames are shown before it, as soon
-   as vLLM has sampled them (``frames_shown``);
+   toast, and the panel's own views (its ``EVENT_KEYS``); a video's frames are shown before it, as vLLM
+   makes them (``frames_shown``);
 3. then ``on_inspected`` (``handlers.status_md`` and ``handlers.shared_views``: the status line of
    every panel, the state the chat reads, the summary and the budget bar), ``on_figures``
    (``handlers.panel_figures``: the panel's figures) and, for the video, ``on_later_views``
@@ -26,7 +26,7 @@ from typing import Any
 
 from dots3_demo.core.state import StudioState
 from dots3_demo.inspection.limits import UploadLimits
-from dots3_demo.inspection.video import FrameInfo, VideoSettings
+from dots3_demo.inspection.video import SampledFrames, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers
 
@@ -43,7 +43,7 @@ class Shown:
     shared: dict[str, Any]  # ``on_inspected``'s: ``SHARED_KEYS`` (empty when the state did not change)
     figures: dict[str, Any]  # ``on_figures``': ``FIGURE_KEYS``
     later: dict[str, Any] = field(default_factory=dict)  # ``on_later_views``': ``LATER_KEYS`` (the video's)
-    early_frames: tuple[FrameInfo, ...] | None = None  # the frames shown before the inspection's result
+    frame_steps: tuple[SampledFrames, ...] = ()  # the video's frames shown before the inspection's result, in order
 
     @property
     def views(self) -> dict[str, Any]:
@@ -70,16 +70,16 @@ class Page:
         the state's)."""
         settings = settings if settings is not None else self.state.settings
         handlers.announce_video(self.session, path)
-        early: list[FrameInfo] = []
+        early: list[SampledFrames] = []
         return self._after(handlers.inspect_video(self.session, self.profile, path, settings, limits=self.limits,
-                                                  frames_shown=early.extend), early)
+                                                  frames_shown=early.append), early)
 
     def settings(self, settings: VideoSettings) -> Shown:
         """A Budget control moved: the tab now reads ``settings``."""
         handlers.announce_settings(self.session)
-        early: list[FrameInfo] = []
+        early: list[SampledFrames] = []
         return self._after(handlers.inspect_settings(self.session, self.profile, settings, limits=self.limits,
-                                                     frames_shown=early.extend), early)
+                                                     frames_shown=early.append), early)
 
     def images(self, paths: Sequence[Any] | str | None) -> Shown:
         handlers.announce_images(self.session, paths)
@@ -90,7 +90,7 @@ class Page:
         handlers.announce_audio(self.session, path, source)
         return self._after(handlers.inspect_audio(self.session, self.profile, path, source, limits=self.limits))
 
-    def _after(self, update: handlers.PanelUpdate | None, early: list[FrameInfo] | None = None) -> Shown:
+    def _after(self, update: handlers.PanelUpdate | None, early: Sequence[SampledFrames] = ()) -> Shown:
         assert update is not None, "superseded: nothing else runs on this page"
         status = handlers.status_md(self.session)
         state, shared = update.state, {}
@@ -99,5 +99,4 @@ class Page:
             state, shared = drawn
         figures = handlers.panel_figures(self.session)
         later = handlers.later_views(self.profile, self.session)
-        return Shown(state, status, update.error, dict(update.views), shared, figures, later,
-                     tuple(early) if early else None)
+        return Shown(state, status, update.error, dict(update.views), shared, figures, later, tuple(early))

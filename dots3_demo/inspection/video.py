@@ -54,7 +54,18 @@ class FrameInfo:
         }
 
 
-FramesReady = Callable[[list[FrameInfo]], None]  # vLLM's frames, in its order, before the budget is explained
+@dataclass(frozen=True)
+class SampledFrames:
+    """The frames vLLM has made of a video so far, in its order: while its call runs, one more each time
+    (``complete`` False, the frame made the moment before); then, once its call has returned, all of them, read
+    from the parts it returned (``complete``), before the budget is explained. The pictures are the same objects
+    throughout."""
+
+    frames: tuple[FrameInfo, ...]
+    complete: bool
+
+
+FramesReady = Callable[[SampledFrames], None]
 
 
 @dataclass
@@ -357,10 +368,11 @@ def inspect_video_bytes(
 ) -> VideoReport:
     """Run vLLM's video preprocessing on ``data`` and explain every number it produced.
 
-    ``frames_ready`` is called with the frames as soon as vLLM's call has returned them (each with the
-    timestamp text vLLM put before it, its grid and tokens, in vLLM's order), before the prompt's tokens
-    are counted and the budget explained: the page shows them without waiting for the rest. It runs on
-    the calling thread; whatever it raises stops the inspection."""
+    ``frames_ready`` is called with the frames as vLLM makes them (``SampledFrames``: each with the timestamp
+    text vLLM puts before it, its grid and tokens, in vLLM's order; ``vllm_compat.video_preprocess_watching``),
+    then with all of them as its call has returned, before the prompt's tokens are counted and the budget
+    explained: the page shows them without waiting for the rest. It runs on the calling thread; whatever it
+    raises stops the inspection, and is raised."""
     require_kind(probe, "video")
     settings.validate()
     problem = torchcodec_problem()
@@ -380,9 +392,12 @@ def inspect_video_bytes(
     elif audio_cap == 0:
         audio_off_reason = "audio_cap is 0: frames only"
 
+    refused: list[BaseException] = []  # what frames_ready raised inside vLLM's call
+    preprocess = (v.preprocess_dots3_note_video if frames_ready is None
+                  else vllm_compat.video_preprocess_watching(_showing_each(frames_ready, image_processor, refused)))
     report(0.05, "decoding with vLLM's preprocess_dots3_note_video")
     try:
-        parts = v.preprocess_dots3_note_video(
+        parts = preprocess(
             data,
             tokenizer=profile.tokenizer,
             question=settings.question,
@@ -396,6 +411,8 @@ def inspect_video_bytes(
     except InspectionError:
         raise
     except Exception as exc:
+        if refused and exc is refused[0]:
+            raise
         detail = one_line(exc) if isinstance(exc, (ValueError, RuntimeError, OSError)) else ""
         raise InspectionError(
             "vLLM's video decoder (torchcodec) could not read this video; the file may be "
@@ -410,28 +427,12 @@ def inspect_video_bytes(
     fragments: list[str] = []
     timestamp = ""
     next_sample = 0
-    merge = image_processor.merge_size
     for part in parts:
         if part.kind == "text":
             timestamp = str(part.value)
             fragments.append(timestamp)
         elif part.kind == "image":
-            image = part.value
-            h, w = image_processor.resized_size(*image.size)
-            grid = [1, h // image_processor.patch_size, w // image_processor.patch_size]
-            tokens = grid[1] * grid[2] // merge**2
-            frames.append(
-                FrameInfo(
-                    index=len(frames),
-                    timestamp=timestamp.strip("<>"),
-                    seconds=_timestamp_seconds(timestamp.strip("<>")),
-                    decoded_size=image.size,
-                    resized_size=(w, h),
-                    grid=grid,
-                    tokens=tokens,
-                    image=image,
-                )
-            )
+            frames.append(_frame_info(len(frames), timestamp, part.value, image_processor))
             fragments.append(f"{pm.IMAGE_START}{pm.IMAGE_END}")  # pads added back below
             order.append("frame")
             groups[-1].frames.append(len(frames) - 1)
@@ -451,7 +452,7 @@ def inspect_video_bytes(
     if not frames:
         raise InspectionError("vLLM's video preprocessing produced no frames from this file")
     if frames_ready is not None:
-        frames_ready(list(frames))
+        frames_ready(SampledFrames(tuple(frames), complete=True))
     # Pad tokens are special (atomic) tokens, so the expanded span is the text and markers
     # plus one token per pad; tokenizing 10^4 repeated pads would only cost time. The parity
     # tests pin this against vLLM's ``video_prompt_lengths``.
@@ -543,6 +544,35 @@ def inspect_video_bytes(
         sample_rate=sample_rate,
         notes=notes,
     )
+
+
+def _showing_each(frames_ready: FramesReady, image_processor: Any,
+                  refused: list[BaseException]) -> vllm_compat.FrameMade:
+    """What vLLM's call hands each frame it makes to: ``frames_ready`` gets the frames so far; what it raises is
+    kept in ``refused`` (then raised through vLLM's call, which must not report it as an unreadable file)."""
+    made: list[FrameInfo] = []
+
+    def frame_made(position: int, seconds: float, image: Image.Image) -> None:
+        made.append(_frame_info(position, f"<{vllm_compat.video_module()._format_timestamp(seconds)}>", image,
+                                image_processor))
+        try:
+            frames_ready(SampledFrames(tuple(made), complete=False))
+        except BaseException as exc:
+            refused.append(exc)
+            raise
+
+    return frame_made
+
+
+def _frame_info(index: int, timestamp: str, image: Image.Image, image_processor: Any) -> FrameInfo:
+    """The ``index``-th frame vLLM made, ``timestamp`` the text it puts before it (``<HH:MM:SS.cc>``): its size, and
+    the grid and tokens vLLM's image processor gives it."""
+    h, w = image_processor.resized_size(*image.size)
+    grid = [1, h // image_processor.patch_size, w // image_processor.patch_size]
+    text = timestamp.strip("<>")
+    return FrameInfo(index=index, timestamp=text, seconds=_timestamp_seconds(text), decoded_size=image.size,
+                     resized_size=(w, h), grid=grid, tokens=grid[1] * grid[2] // image_processor.merge_size**2,
+                     image=image)
 
 
 def _timestamp_seconds(text: str) -> float:

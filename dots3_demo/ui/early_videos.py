@@ -8,7 +8,7 @@ begins vLLM's preprocessing of a video file at once, with the settings the page'
 (:meth:`EarlyVideos.expect`). The event that arrives for that very file with those settings adopts it
 (:meth:`EarlyVideos.take`, from ``inspect_page.on_video_arrives`` or, for an API call with no arrival step,
 ``on_video``): the session's job then shows what the run did and does (:meth:`EarlyVideo.replay`: its progress
-reports, its frames the moment vLLM has sampled them, its result), as if it had begun it; once taken, the run makes
+reports, its frames as vLLM makes them, its result), as if it had begun it; once taken, the run makes
 the rest (the budget, the other views) only when the frames are on their way to the page, as ``inspect_page.VideoRun``
 does.
 
@@ -31,7 +31,7 @@ from typing import Any
 from dots3_demo.inspection import interruption_points
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import Job, Workers
-from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, VideoSettings
+from dots3_demo.inspection.video import FramesReady, Progress, SampledFrames, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui.handlers import Inspected, video_inspected
 
@@ -60,7 +60,7 @@ class EarlyVideo:
         self.since = since  # time.monotonic() of the upload
         self._job = Job("video", 0, path)  # cancelled when the job that adopted it is superseded
         self._changed = threading.Condition()
-        self._steps: list[tuple[str, Any]] = []  # ("progress", (fraction, text)) | ("frames", frames) | end
+        self._steps: list[tuple[str, Any]] = []  # ("progress", (fraction, text)) | ("frames", SampledFrames) | end
         self._adopted = threading.Event()  # a job replays it
         self._shown = threading.Event()  # … and has handed the frames on (or stopped)
 
@@ -68,11 +68,13 @@ class EarlyVideo:
         """Inspect the video, holding the worker the caller took for it until vLLM's call has returned."""
         holding = True
 
-        def frames_ready(frames: list[FrameInfo]) -> None:
+        def frames_ready(frames: SampledFrames) -> None:
             nonlocal holding
+            self._put("frames", frames)
+            if not frames.complete:
+                return
             holding = False
             workers.give_back()  # vLLM's call has returned: another inspection may decode
-            self._put("frames", frames)
             if self._adopted.is_set():  # the rest waits until the page has the frames (``inspect_page.VideoRun``)
                 self._shown.wait(FRAMES_SHOWN_WAIT_S)
 
@@ -128,7 +130,8 @@ class EarlyVideo:
             elif kind == "frames":
                 if frames_ready is not None:
                     frames_ready(value)
-                self._shown.set()
+                if value.complete:
+                    self._shown.set()
             elif kind == "done":
                 return value
             else:

@@ -32,7 +32,7 @@ from dots3_demo.inspection import InspectionError, inspect_file, interruption_po
 from dots3_demo.inspection.image import ImageReport, draw_token_grid
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import InspectionSession, Job, Started, Superseded
-from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, VideoSettings
+from dots3_demo.inspection.video import FrameInfo, FramesReady, Progress, SampledFrames, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import figures, views
 
@@ -285,7 +285,7 @@ def video_inspected(
     *, limits: UploadLimits = UploadLimits(), frames_ready: FramesReady | None = None,
 ) -> Inspected:
     """Run vLLM's video preprocessing on ``path`` with ``settings`` (``None``: the video was cleared);
-    ``frames_ready`` gets vLLM's frames as soon as they exist (``inspect_file``)."""
+    ``frames_ready`` gets vLLM's frames as it makes them (``inspect_file``)."""
     if not path:
         return Inspected(lambda state: (replace(state, video_path=None, video=None, settings=settings),
                                         "Video cleared."), "video")
@@ -473,7 +473,7 @@ def _showing(session: Inspections, job: Job, frames_shown: FramesReady | None) -
     if frames_shown is None:
         return None
 
-    def ready(frames: list[FrameInfo]) -> None:
+    def ready(frames: SampledFrames) -> None:
         if session.preview(job):
             frames_shown(frames)
 
@@ -498,7 +498,7 @@ def inspect_video(session: Inspections, profile: Profile, path: str | None, sett
                   frames_shown: FramesReady | None = None, job: Job | None = None,
                   replay: Replay | None = None) -> PanelUpdate | None:
     """The video panel's upload (or clear), as the session's new video job — or as ``job``, begun as the upload
-    arrived (``begin_video``). ``frames_shown`` gets vLLM's frames as soon as they exist, while the job is the
+    arrived (``begin_video``). ``frames_shown`` gets vLLM's frames as it makes them, while the job is the
     panel's latest (the page shows them before the rest; the result's views still hold them). With ``replay``, the
     job takes the inspection of that video with those settings begun as its bytes came in (``early_videos``)
     instead of running vLLM's preprocessing itself."""

@@ -11,9 +11,11 @@ for errors.
 from __future__ import annotations
 
 import io
+import math
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -32,7 +34,7 @@ from dots3_demo.core.state import StudioState
 from dots3_demo.engine.protocol import ChatEngine
 from dots3_demo.inspection.limits import UploadLimits
 from dots3_demo.inspection.session import Job, Workers
-from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress, VideoSettings
+from dots3_demo.inspection.video import K_MODES, FrameInfo, FramesReady, Progress, SampledFrames, VideoSettings
 from dots3_demo.profiles import Profile
 from dots3_demo.ui import handlers, layout, views
 from dots3_demo.ui.early_videos import EarlyVideo, EarlyVideos
@@ -128,7 +130,8 @@ def render_model_views(initial: Mapping[str, Any], seq: int, summary: gr.HTML, s
             outputs["frames_info"] = gr.Markdown(initial["frames_info"], elem_id="frames-info")
             outputs["frames_gallery"] = gr.Gallery(
                 value=initial["frames_gallery"], label=FRAMES_GALLERY_LABEL, columns=FRAMES_GALLERY_COLUMNS,
-                height=FRAMES_GALLERY_HEIGHT, object_fit="contain", allow_preview=True, elem_id="frames-gallery")
+                height=FRAMES_GALLERY_HEIGHT, object_fit="contain", allow_preview=True, fit_columns=False,
+                elem_id="frames-gallery")
         with gr.Tab(label["budget"], id="budget", elem_id="tab-budget"):
             budget, budget_outputs = _render_budget_tab(initial, seq)
             outputs.update(budget_outputs)
@@ -220,15 +223,16 @@ def _jpeg_file(picture: Image.Image, name: str, subsampling: int) -> str:
 
 
 def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2,
-                  fit: Callable[[Image.Image], Image.Image] | None = None) -> list[tuple[Any, str]]:
+                  fit: Callable[[Image.Image], Image.Image] | None = None, first: int = 0) -> list[tuple[Any, str]]:
     """A gallery's pictures as JPEG files in Gradio's cache (quality 90), encoded side by side; ``fit``
     sizes each picture for the gallery first.
 
     Handed PIL images, Gradio encodes each as WebP: ~60 ms for one 720p frame, 20 times JPEG's
     3 ms, and for a video's frames most of a visitor's wait from dropping the file to seeing them.
     vLLM gives the vision tower JPEG-decoded frames already (``_jpeg_roundtrip``: quality 85, 4:2:0
-    chroma, ``subsampling=2``); drawn grids keep full colour resolution (``subsampling=0``)."""
-    names = [f"picture_{index:03d}.jpg" for index in range(len(items))]
+    chroma, ``subsampling=2``); drawn grids keep full colour resolution (``subsampling=0``). The files are named
+    by their place in the gallery, ``first`` the place of ``items[0]``."""
+    names = [f"picture_{index:03d}.jpg" for index in range(first, first + len(items))]
     pictures = [picture for picture, _ in items]
 
     def encode(picture: Any, name: str) -> Any:
@@ -241,9 +245,10 @@ def _jpeg_gallery(items: list[tuple[Any, str]], *, subsampling: int = 2,
     return [(file, caption) for file, (_, caption) in zip(files, items, strict=True)]
 
 
-def frames_gallery_files(items: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
-    """The frames gallery's value: each frame at the gallery's size (``gallery_picture``) as a JPEG file."""
-    return _jpeg_gallery(items, subsampling=2, fit=gallery_picture)
+def frames_gallery_files(items: list[tuple[Any, str]], first: int = 0) -> list[tuple[Any, str]]:
+    """The frames gallery's value: each frame at the gallery's size (``gallery_picture``) as a JPEG file (``first``:
+    the place of ``items[0]`` in the gallery)."""
+    return _jpeg_gallery(items, subsampling=2, fit=gallery_picture, first=first)
 
 
 def _value_for(key: str, value: Any) -> Any:
@@ -285,38 +290,54 @@ def _emit(panel: str, update: handlers.PanelUpdate | None, engine: ChatEngine | 
 
 
 FRAMES_SENT_WAIT_S = 30.0  # the most an inspection waits for its frames to be sent (a stalled event: go on)
+FRAMES_STEP_S = 0.1  # while vLLM makes the frames, the page is sent the newest ones at most this often
 
 
 class _ShownFrames:
-    """The frames gallery an event showed before its result: the frames, and their files."""
+    """The frames gallery an event has shown so far: the frames' pictures, and their files (each encoded once)."""
 
-    def __init__(self, frames: list[FrameInfo], profile: Profile):
+    def __init__(self, profile: Profile) -> None:
+        self._profile = profile
+        self.images: list[Image.Image] = []
+        self.files: list[tuple[Any, str]] = []
+
+    def show(self, frames: Sequence[FrameInfo]) -> tuple[Any, ...]:
+        """The video event's outputs with the gallery of ``frames`` alone (the state, the status line and the
+        reserve wait): the pictures shown already keep their files, the others are encoded."""
+        kept = 0
+        while kept < min(len(frames), len(self.images)) and frames[kept].image is self.images[kept]:
+            kept += 1
+        items = handlers.frames_gallery(self._profile, frames)
+        self.files = ([(file, caption) for (file, _), (_, caption) in zip(self.files[:kept], items[:kept],
+                                                                         strict=True)]
+                      + frames_gallery_files(items[kept:], first=kept))
         self.images = [f.image for f in frames]
-        self.files = frames_gallery_files(handlers.frames_gallery(profile, frames))
+        return tuple(self.files if key == "frames_gallery" else gr.skip()
+                     for key in ("state", "status", *handlers.EVENT_KEYS["video"]))
+
+    def shows(self, frames: Sequence[FrameInfo]) -> bool:
+        """Whether these very frames are shown."""
+        return self.holds([(f.image, "") for f in frames])
 
     def holds(self, gallery: list[tuple[Any, str]]) -> bool:
         """Whether ``gallery`` (a result's) shows these very frames."""
         return len(gallery) == len(self.images) and all(p is i for (p, _), i in zip(gallery, self.images,
                                                                                     strict=True))
 
-    def outputs(self) -> tuple[Any, ...]:
-        """The video event's outputs with the gallery alone: the state, the status line and the reserve wait."""
-        return tuple(self.files if key == "frames_gallery" else gr.skip()
-                     for key in ("state", "status", *handlers.EVENT_KEYS["video"]))
-
 
 class VideoRun:
     """One video inspection on a thread of its own, and the steps of the event that shows it (:meth:`steps`): the
-    frames gallery alone the moment vLLM has sampled the frames, then the event's outputs (``_emit``) once the
-    inspection is done. It starts as the upload arrives when a worker is free then (``on_video_arrives``: the
-    inspection's event comes a browser round trip later, 0.1 s and more on a busy page), else with its event.
+    frames gallery alone as vLLM makes the frames (the newest ones at most every ``FRAMES_STEP_S``, and all of
+    them the moment its call returns), then the event's outputs (``_emit``) once the inspection is done. It starts
+    as the upload arrives when a worker is free then (``on_video_arrives``: the inspection's event comes a browser
+    round trip later, 0.1 s and more on a busy page), else with its event.
 
     The frames wait for nothing else, and nothing else slows them: once its event is there, the inspection stops
-    where the frames came until Gradio has sent them (it resumes the event's generator after sending), then
-    explains the budget and makes the other views while the browser fetches the pictures. Run side by side with
-    the pictures' encoding and Gradio's sending, that Python work took the GIL from both and held the frames back
-    (~0.1 s of ~0.5 s after vLLM's call, measured in Chromium; ``benchmarks/inspect_concurrency.py``). The worker
-    is given back as vLLM's call returns: what is left is light.
+    where vLLM's call returned until Gradio has sent all the frames (it resumes the event's generator after
+    sending), then explains the budget and makes the other views while the browser fetches the pictures. Run side
+    by side with the pictures' encoding and Gradio's sending, that Python work took the GIL from both and held the
+    frames back (~0.1 s of ~0.5 s after vLLM's call, measured in Chromium; ``benchmarks/inspect_concurrency.py``).
+    The worker is given back as vLLM's call returns: what is left is light.
 
     The thread touches nothing of Gradio: its progress reports travel with its steps, and the event reports them
     in its own context (where Gradio's progress bar finds the event). The frames come only from the panel's
@@ -325,8 +346,9 @@ class VideoRun:
     def __init__(self, workers: Workers) -> None:
         self._workers = workers
         self._steps: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._ahead: list[tuple[str, Any]] = []  # a step taken from the queue while gathering frames, not handled
         self._watched = threading.Event()  # the event that shows it is there
-        self._sent = threading.Event()  # … and has sent the frames (or is gone)
+        self._sent = threading.Event()  # … and has sent all the frames (or is gone)
         self._holding = False
 
     def start(self, inspect: Callable[[FramesReady, Progress], handlers.PanelUpdate | None], *,
@@ -352,31 +374,66 @@ class VideoRun:
             self._holding = False
             self._workers.give_back()
 
-    def _frames_ready(self, frames: list[FrameInfo]) -> None:
-        self._give_back()  # vLLM's call has returned: another inspection may decode
+    def _frames_ready(self, frames: SampledFrames) -> None:
+        if frames.complete:
+            self._give_back()  # vLLM's call has returned: another inspection may decode
         self._steps.put(("frames", frames))
-        if self._watched.is_set():  # none waits for an event not there yet: it takes the frames with the rest
+        if frames.complete and self._watched.is_set():  # none waits for an event not there yet
             self._sent.wait(FRAMES_SENT_WAIT_S)
 
     def _progress(self, fraction: float, text: str) -> None:
         self._steps.put(("progress", (fraction, text)))
 
+    def _next(self, timeout: float | None = None) -> tuple[str, Any] | None:
+        """The next step, waiting for one at most ``timeout`` seconds (``None``: none came) or, without, as long as
+        it takes."""
+        if self._ahead:
+            return self._ahead.pop()
+        try:
+            return self._steps.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _newest(self, frames: SampledFrames, until: float, progress: Progress | None) -> SampledFrames:
+        """``frames``, or newer ones: those of the frames steps that come before ``until`` (``time.monotonic``),
+        stopping at all of them or at a step of another kind (the progress reports are made on the way)."""
+        while not frames.complete:
+            step = self._next(timeout=max(0.0, until - time.monotonic()))
+            if step is None:
+                break
+            kind, value = step
+            if kind == "frames":
+                frames = value
+            elif kind == "progress":
+                if progress is not None:
+                    progress(*value)
+            else:
+                self._ahead.append(step)
+                break
+        return frames
+
     def steps(self, profile: Profile, engine: ChatEngine | None, progress: Progress | None = None,
               ) -> Iterator[tuple[Any, ...]]:
-        """The inspection event's steps (its outputs: ``_ShownFrames.outputs``, then ``_emit``'s); ``progress``
+        """The inspection event's steps (its outputs: ``_ShownFrames.show``'s, then ``_emit``'s); ``progress``
         gets the inspection's reports."""
         self._watched.set()
         try:
-            shown = None
+            shown, sent = None, -math.inf
             while True:
-                kind, value = self._steps.get()
+                step = self._next()
+                assert step is not None  # waited for as long as it took
+                kind, value = step
                 if kind == "progress":
                     if progress is not None:
                         progress(*value)
                 elif kind == "frames":
-                    shown = _ShownFrames(value, profile)
-                    yield shown.outputs()
-                    self._sent.set()
+                    frames = self._newest(value, sent + FRAMES_STEP_S, progress)
+                    shown = shown or _ShownFrames(profile)
+                    if not shown.shows(frames.frames):  # the last one made came alone: sent already
+                        yield shown.show(frames.frames)
+                        sent = time.monotonic()
+                    if frames.complete:
+                        self._sent.set()
                 else:
                     break
             if kind == "raised":

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from dots3_demo.core.settings import ChatSettings, video_settings_from_controls
 from dots3_demo.core.state import initial_state, new_session
 from dots3_demo.inspection import VideoSettings, inspect_file
+from dots3_demo.inspection.video import SampledFrames
 from dots3_demo.ui import chat, chat_views, handlers
 from dots3_demo.ui.chat_views import ENGINE_HELP
 from dots3_demo.ui.handlers import EVENT_KEYS, FIGURE_KEYS, LATER_KEYS, SHARED_KEYS, VIEW_KEYS
@@ -55,30 +56,34 @@ def test_video_upload_fills_gallery_like_inspect_file(profile, clip_with_audio, 
     assert re.search(r"Sound track kept: \d+ tokens reserved", text), text  # the verdict is said once
 
 
-def test_the_frames_are_shown_before_the_budget_is_explained_and_drawn(profile, clip_with_audio):
-    """vLLM's frames reach the page the moment its call returns them: before the inspector explains the
-    budget, and before the inspection commits, so before its other views, the summary and the figures (all
-    drawn from the committed state)."""
+def test_the_frames_are_shown_as_vllm_makes_them_before_the_budget_is_explained_and_drawn(profile, clip_with_audio):
+    """vLLM's frames reach the page as its call makes them, one more each time, then all of them the moment its
+    call returns: before the inspector explains the budget, and before the inspection commits, so before its other
+    views, the summary and the figures (all drawn from the committed state)."""
     session = handlers.new_inspections(initial_state(32768))
     steps: list[str] = []
-    seen: list[tuple[list, object, int]] = []
+    seen: list[tuple[SampledFrames, object, int]] = []
 
     def frames_shown(frames):
-        steps.append("frames shown")
+        steps.append("all frames shown" if frames.complete else "frames shown")
         seen.append((frames, session.state.video, session.panel_version("video")))
 
     handlers.announce_video(session, str(clip_with_audio))
     update = handlers.inspect_video(session, profile, str(clip_with_audio), VideoSettings(seq=32768),
                                     lambda fraction, text: steps.append(text), frames_shown=frames_shown)
     assert update is not None and update.error is None
-    assert steps.index("frames shown") < steps.index("explaining the budget"), steps
-    [(frames, video_then, version_then)] = seen
-    assert video_then is None and version_then == 0  # nothing committed yet: no summary, no figures
-    assert session.panel_version("video") > version_then
     report = update.state.video
-    assert [f.timestamp for f in frames] == [f.timestamp for f in report.frames]  # vLLM's frames, its order
-    assert all(a.image is b.image for a, b in zip(frames, report.frames, strict=True))  # the very pictures
-    assert [image for image, _ in update.views["frames_gallery"]] == [f.image for f in frames]
+    n = len(report.frames)
+    assert steps.index("decoding with vLLM's preprocess_dots3_note_video") < steps.index("frames shown")
+    assert steps.count("frames shown") == n and steps.count("all frames shown") == 1
+    assert steps.index("all frames shown") < steps.index("explaining the budget"), steps
+    assert [len(frames.frames) for frames, _, _ in seen] == [*range(1, n + 1), n]  # one more each time, then all
+    assert all(video_then is None and version_then == 0 for _, video_then, version_then in seen)  # nothing committed
+    assert session.panel_version("video") > 0
+    for frames, _, _ in seen:  # each the very picture vLLM gave, with its timestamp, size, grid and tokens
+        assert [f.to_dict() for f in frames.frames] == [f.to_dict() for f in report.frames[:len(frames.frames)]]
+        assert all(a.image is b.image for a, b in zip(frames.frames, report.frames, strict=False))
+    assert [image for image, _ in update.views["frames_gallery"]] == [f.image for f in seen[-1][0].frames]
 
 
 def test_preview_marks_approximate_numbers(profile, loaded):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import gradio as gr
 import pytest
@@ -89,20 +90,27 @@ def test_the_frames_gallery_gets_each_frame_at_the_size_it_shows_it():
 
 def test_video_event_outputs_postprocess(demo, profile, clip_with_audio, text_as_video):
     """Run the wired callback and push every output through its component's postprocess: first the frames
-    gallery alone (vLLM's frames, in its order, with its timestamps), then every output."""
+    gallery alone as vLLM makes the frames (vLLM's frames so far, in its order, with its timestamps; each picture
+    keeps its file from one step to the next), then every output."""
     fn = _fn(demo, "inspect_video")
     gallery = next(b for b in fn.outputs if getattr(b, "elem_id", None) == "frames-gallery")
     at = fn.outputs.index(gallery)
     session = handlers.new_inspections(initial_state(SEQ))
     steps = list(fn.fn(session, str(clip_with_audio), SEQ, True, 0, 0, 1.0, "eval_ek"))
-    assert len(steps) == 2 and all(len(step) == len(fn.outputs) for step in steps)
-    frames_first, result = steps
+    assert len(steps) >= 2 and all(len(step) == len(fn.outputs) for step in steps)
+    *galleries, result = steps
     expected = inspect_file(str(clip_with_audio), profile, VideoSettings(seq=SEQ), expected="video")
-    shown = gallery.postprocess(frames_first[at]).root
-    assert [item.caption.split(" · ")[0] for item in shown] == [f.timestamp for f in expected.frames]
+    stamps = [f.timestamp for f in expected.frames]
+    shown = [gallery.postprocess(step[at]).root for step in galleries]
+    for items in shown:
+        assert [item.caption.split(" · ")[0] for item in items] == stamps[:len(items)]
+    assert len(shown[-1]) == len(stamps) and all(len(items) < len(stamps) for items in shown[:-1])  # all, once
+    for before, after in itertools.pairwise(shown):
+        assert 0 < len(before) <= len(after)
+        assert [item.image.path for item in before] == [item.image.path for item in after[:len(before)]]
     assert all(isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
-               for i, v in enumerate(frames_first) if i != at)  # the rest waits: gr.skip()
-    assert result[at] is frames_first[at]  # the same pictures, not encoded twice
+               for step in galleries for i, v in enumerate(step) if i != at)  # the rest waits: gr.skip()
+    assert result[at] is galleries[-1][at]  # the same pictures, not encoded twice
     new_state = result[0]
     assert new_state.video is not None
     for block, value in zip(fn.outputs, result, strict=True):
