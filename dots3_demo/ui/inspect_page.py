@@ -394,9 +394,11 @@ class VideoRun:
         except queue.Empty:
             return None
 
-    def _newest(self, frames: SampledFrames, until: float, progress: Progress | None) -> SampledFrames:
+    def _newest(self, frames: SampledFrames, until: float, progress: Progress | None) -> SampledFrames | None:
         """``frames``, or newer ones: those of the frames steps that come before ``until`` (``time.monotonic``),
-        stopping at all of them or at a step of another kind (the progress reports are made on the way)."""
+        stopping at all of them (the progress reports are made on the way); ``None`` when the inspection ended
+        before all of them came (superseded by a newer upload, most often: its frames must not land after the newer
+        one's; the event's result, next, shows what the panel holds)."""
         while not frames.complete:
             step = self._next(timeout=max(0.0, until - time.monotonic()))
             if step is None:
@@ -409,7 +411,7 @@ class VideoRun:
                     progress(*value)
             else:
                 self._ahead.append(step)
-                break
+                return None
         return frames
 
     def steps(self, profile: Profile, engine: ChatEngine | None, progress: Progress | None = None,
@@ -428,6 +430,8 @@ class VideoRun:
                         progress(*value)
                 elif kind == "frames":
                     frames = self._newest(value, sent + FRAMES_STEP_S, progress)
+                    if frames is None:
+                        continue
                     shown = shown or _ShownFrames(profile)
                     if not shown.shows(frames.frames):  # the last one made came alone: sent already
                         yield shown.show(frames.frames)

@@ -81,3 +81,38 @@ def test_the_page_gets_the_newest_frames_at_most_every_step_and_all_of_them_at_o
     assert not any(free_while_making) and workers.try_take()  # held while making, given back once all were made
     files = [[item[0] for item in gallery] for _, gallery in galleries]
     assert all(later[:len(earlier)] == earlier for earlier, later in itertools.pairwise(files))  # encoded once each
+
+
+@pytest.mark.parametrize("ending", ["superseded", "raised"])
+def test_frames_made_before_the_inspection_ended_without_all_of_them_are_not_sent(profile, frames, monkeypatch,
+                                                                                  ending):
+    """A newer upload superseded the job while the event held frames back for the next step (``handlers._run``
+    then returns ``None``), or the inspection failed: those frames are not sent — they would land after the newer
+    upload's views — and the event ends with its result (nothing for a superseded job) or raises."""
+    monkeypatch.setattr(inspect_page, "FRAMES_STEP_S", STEP_S)
+    begin = threading.Event()
+
+    class Broken(Exception):
+        pass
+
+    def inspect(frames_ready, progress):
+        assert begin.wait(30)
+        for n in range(1, 4):
+            frames_ready(SampledFrames(tuple(frames[:n]), complete=False))
+            time.sleep(0.02)  # within one step: held back
+        if ending == "raised":
+            raise Broken
+        return None  # superseded: handlers._run's answer
+
+    run = inspect_page.VideoRun(Workers(1))
+    run.start(inspect)
+    steps = run.steps(profile, None)
+    begin.set()
+    first = next(steps)
+    assert len(first[GALLERY]) == 1
+    if ending == "raised":
+        with pytest.raises(Broken):
+            next(steps)
+    else:
+        rest = list(steps)
+        assert len(rest) == 1 and all(_is_skip(value) for value in rest[0])
