@@ -317,12 +317,14 @@ class _ShownFrames:
 
     def shows(self, frames: Sequence[FrameInfo]) -> bool:
         """Whether these very frames are shown."""
-        return self.holds([(f.image, "") for f in frames])
+        return self._are([f.image for f in frames])
 
     def holds(self, gallery: list[tuple[Any, str]]) -> bool:
         """Whether ``gallery`` (a result's) shows these very frames."""
-        return len(gallery) == len(self.images) and all(p is i for (p, _), i in zip(gallery, self.images,
-                                                                                    strict=True))
+        return self._are([picture for picture, _ in gallery])
+
+    def _are(self, pictures: Sequence[Any]) -> bool:
+        return len(pictures) == len(self.images) and all(p is i for p, i in zip(pictures, self.images, strict=True))
 
 
 class VideoRun:
