@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import gradio_queue
-from benchmarks.stream_bench import apply_diff, chat_payload, parse_figures, realtime_client, reply_text
+from benchmarks.stream_bench import chat_payload, chat_seen, parse_figures, realtime_client
 
 ROWS = (1, 8, 32)
 PROMPT = "Tell me a long story about the sea."
@@ -109,26 +109,13 @@ async def studio_reply(http, base: str, fn_index: int, data: list, start: asynci
     await start.wait()
     submitted = time.monotonic()
     await gradio_queue.join(http, base, fn_index, data, session_hash)
-    chatbot, figures, text, arrivals, error = None, None, "", [], None
-    async with contextlib.aclosing(gradio_queue.messages(http, base, session_hash)) as stream:
-        async for now, message in stream:
-            kind = message.get("msg")
-            if kind == "process_generating":
-                outputs = message["output"]["data"]  # full values first, then diffs
-                first = chatbot is None
-                chatbot = outputs[0] if first else apply_diff(chatbot, outputs[0])
-                figures = outputs[4] if first else apply_diff(figures, outputs[4])
-                new = reply_text(chatbot)
-                if new and new != text:
-                    arrivals.append(now)
-                text = new
-            elif kind == "process_completed" and not message.get("success", True):
-                error = str(message.get("output"))
+    seen = await chat_seen(http, base, session_hash)
+    figures, error = seen.figures, None if seen.error is None else str(seen.error)
     done = parse_figures(figures)
     if done is None:
         return failed(submitted, error or f"no figures at the end: {figures!r}")
     prompt, engine_ttft = PROMPT_RE.search(figures or ""), TTFT_RE.search(figures or "")
-    return Reply(submitted, tuple(arrivals), done["output"], int(prompt[1].replace(",", "")) if prompt else None, error,
+    return Reply(submitted, seen.arrivals, done["output"], int(prompt[1].replace(",", "")) if prompt else None, error,
                  float(engine_ttft[1]) if engine_ttft else None)
 
 

@@ -58,7 +58,9 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks import gradio_queue
 
@@ -411,6 +413,24 @@ async def real_session(http, base: str, fn_index: int, data: list, result: dict,
     session_hash = gradio_queue.new_session()
     await start.wait()
     await gradio_queue.join(http, base, fn_index, data, session_hash)
+    seen = await chat_seen(http, base, session_hash)
+    result.update(arrivals=list(seen.arrivals), figures=seen.figures, error=seen.error, chars=len(seen.text))
+
+
+@dataclass(frozen=True)
+class ChatSeen:
+    """What a browser-like session saw of one ``/chat`` event: the reply's text and the figures line (outputs 0
+    and 4) rebuilt from the diffs, when each update that changed the text arrived, and the output of a failed
+    event (Gradio's error), else None."""
+
+    text: str
+    figures: str | None
+    arrivals: tuple[float, ...]
+    error: Any
+
+
+async def chat_seen(http, base: str, session_hash: str) -> ChatSeen:
+    """Read ``session_hash``'s event stream to its end, for the ``/chat`` event it joined."""
     chatbot, figures, text, arrivals, error = None, None, "", [], None
     async with contextlib.aclosing(gradio_queue.messages(http, base, session_hash)) as stream:
         async for now, message in stream:
@@ -426,7 +446,7 @@ async def real_session(http, base: str, fn_index: int, data: list, result: dict,
                 text = new
             elif kind == "process_completed" and not message.get("success", True):
                 error = message.get("output")
-    result.update(arrivals=arrivals, figures=figures, error=error, chars=len(text))
+    return ChatSeen(text, figures, tuple(arrivals), error)
 
 
 def tree_cpu(pid: int) -> tuple[float, float]:

@@ -6,25 +6,18 @@ the client's view is rebuilt from Gradio diffs, and the rates are computed from 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from benchmarks import stream_bench
 from dots3_demo.core.records import Answer
 from dots3_demo.core.reply import Reply
 from dots3_demo.engine.protocol import TurnStats
 from dots3_demo.ui import chat_views
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("stream_bench", ROOT / "benchmarks" / "stream_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return stream_bench
 
 
 def _figures(tokens_per_s, output_tokens, finished=True, finish_reason="length") -> str:
