@@ -74,6 +74,7 @@ CONVERSATION_RE = re.compile(r"\bu\d+c\d+\b")
 TOOL_MARKER, SLOW_MARKER = "CALL_TOOL", "SLOW_REPLY"
 TOOL_CALL_XML = (" <dots_function_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
                  "</invoke>\n</dots_function_call>")
+STREAM_CLOSE_S = 15.0  # how long a user waits for its client's event stream to close between actions
 TIMEOUT_S = 60  # an HTTP request of a client slower than this counts as an error (the host may be busy)
 CLOSED_SESSION_TTL_S = 10.0  # the app's --closed-session-ttl in the soak (see --closed-session-ttl)
 CAPACITY = 64  # the double's max_num_seqs: above --sessions, so chat replies never wait for a slot
@@ -416,7 +417,29 @@ class User:
             if time.monotonic() >= self.deadline:
                 return
             action = self.rng.choices((self.chat, self.stop, self.tool, self.upload), weights=(5, 2, 2, 1))[0]
+            if not self._stream_closed():
+                self.tally.error(self.index, f"the session's event stream was still open {STREAM_CLOSE_S:.0f} s "
+                                 "after its last event ended")
             action()
+
+    def _stream_closed(self) -> bool:
+        """Wait until the client's event stream has closed after the last action, as the server closes it once
+        a session has no event left (False: still open after ``STREAM_CLOSE_S``).
+
+        gradio_client (2.7) registers a new job on the stream it holds open, and when that stream then gets the
+        server's close it ends every job registered on it (``concurrent.futures.CancelledError``): a job sent
+        between the server closing the stream and the client reading the close is lost. A stopped reply opens that
+        window widest (its job is done as soon as it is cancelled, before the server has even ended it), and one
+        action in a few hundred after a stop failed so in a 5-minute run. A browser's next action comes a human
+        later; so does this user's, by the time the stream is closed."""
+        client = self.client
+        waited = time.monotonic()
+        while time.monotonic() - waited < STREAM_CLOSE_S:
+            with client.pending_lock:
+                if not client.stream_open:
+                    return True
+            time.sleep(0.01)
+        return False
 
     def tally_conversation(self) -> int:
         with self.tally.lock:
