@@ -214,6 +214,52 @@ def test_the_video_events_show_the_inspection_the_upload_began(profile, clip_wit
     assert _free(early.workers)
 
 
+class _Counted(Workers):
+    """Workers that remember the most taken at once."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self._held, self.most, self._counting = 0, 0, threading.Lock()
+
+    def _note(self, change: int) -> None:
+        with self._counting:
+            self._held += change
+            self.most = max(self.most, self._held)
+
+    def try_take(self) -> bool:
+        taken = super().try_take()
+        if taken:
+            self._note(+1)
+        return taken
+
+    def take(self) -> None:
+        super().take()
+        self._note(+1)
+
+    def give_back(self) -> None:
+        self._note(-1)
+        super().give_back()
+
+
+def test_the_event_that_takes_the_run_holds_no_worker_of_its_own(profile, clip_with_audio, held):
+    """The run begun as the bytes came in holds a worker for vLLM's call; the page's event replays it with none
+    of its own: it waits for no worker (with every other one taken it would wait for this very run's), and another
+    upload meanwhile finds one free."""
+    release, arrived = held
+    workers = _Counted(2)
+    early = EarlyVideos(profile, workers)
+    arrives, inspect = _video_events(build_interface(profile, None, seq=SEQ, inspect_workers=2, early=early))
+    path = str(clip_with_audio)
+    early.uploaded([path])
+    wait_for(lambda: arrived)  # the run holds its worker, before vLLM's call
+    session = handlers.new_inspections(initial_state(SEQ))
+    assert f"inspecting {clip_with_audio.name}" in arrives(session, path, *CONTROLS)
+    release.set()
+    *frames, result = list(inspect(session, path, *CONTROLS))
+    assert frames and result[1].startswith(f"✓ **{clip_with_audio.name}**")
+    assert workers.most == 1 and _free(workers)
+
+
 # ---------------------------------------------------------------- Gradio's upload route hands it over
 def test_the_upload_route_begins_a_videos_inspection_and_answers_as_gradio_does(profile, clip_with_audio, photo,
                                                                                 decodes):
