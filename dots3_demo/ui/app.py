@@ -28,6 +28,7 @@ from dots3_demo.profiles import Profile
 from dots3_demo.serving import session_state
 from dots3_demo.serving.health import app_kwargs_with_health
 from dots3_demo.serving.memory import start_periodic_trim, tune_allocator
+from dots3_demo.serving.queue_idle import wait_for_events
 from dots3_demo.serving.sessions import DEFAULT_CLOSED_SESSION_TTL_S, SessionReaper
 from dots3_demo.ui import chat_page, chat_views, examples, handlers, inspect_page, layout, record_page, style, views
 from dots3_demo.ui import compare as compare_ui
@@ -327,6 +328,7 @@ def launch_app(profile: Profile, engine: ChatEngine | None = None, *, host: str 
     demo = build_interface(profile, engine, seq=seq, limits=limits, closed_session_ttl=closed_session_ttl,
                            inspect_workers=workers, early=early)
     demo.queue(max_size=queue_size(engine))
+    wait_for_events(demo._queue)  # an idle queue waits for its next event instead of looking every 1 ms
     options = {**launch_options(limits), "server_name": host, "server_port": port, **launch_kwargs}
     # GET /healthz and /readyz (dots3_demo.serving.health), mounted when the server starts; every upload handed to
     # the early videos as the route answers; Gradio's FFmpeg.wasm served once the inspections are done; the
