@@ -46,6 +46,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from dots3_demo.rebinding import same_function
+
 _PACKAGE = "vllm.models.dots3_note"
 
 
@@ -226,14 +228,6 @@ def video_preprocess_watching(made: FrameMade) -> Callable[..., Any]:
 
     scope = dict(vars(video))  # the module's names, with the two watched
     scope.update(_open_video=open_video, _jpeg_roundtrip=jpeg_roundtrip)
-    scope["_decode_frames"] = _same_function(decode_frames, scope)
-    return _same_function(preprocess, scope)
+    scope["_decode_frames"] = same_function(decode_frames, scope)
+    return same_function(preprocess, scope)
 
-
-def _same_function(function: Any, scope: dict[str, Any]) -> Any:
-    """``function``'s own code with ``scope`` as its global names (defaults and all else as they are)."""
-    twin = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__,
-                              function.__closure__)
-    twin.__kwdefaults__ = function.__kwdefaults__
-    twin.__qualname__, twin.__doc__, twin.__module__ = function.__qualname__, function.__doc__, function.__module__
-    return twin

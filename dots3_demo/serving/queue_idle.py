@@ -25,6 +25,8 @@ import contextlib
 import types
 from typing import Any
 
+from dots3_demo.rebinding import same_function
+
 IDLE_WAIT_S = 0.005  # the longest an idle queue waits for a push before it looks again (Gradio's: 0.001)
 
 
@@ -65,14 +67,10 @@ def wait_for_events(queue: Any) -> QueueWaiter | None:
     """Make ``queue`` (a Blocks' ``_queue``, before the app starts it) wait for its next event when idle; returns
     what it waits on, or None when Gradio's ``start_processing`` does not sleep through ``asyncio.sleep``."""
     function = type(queue).start_processing
-    code = function.__code__
-    if not {"asyncio", "sleep"} <= set(code.co_names) or function.__closure__:
+    if not {"asyncio", "sleep"} <= set(function.__code__.co_names) or function.__closure__:
         return None
     waiter = QueueWaiter(queue)
-    names = dict(function.__globals__)
-    names["asyncio"] = types.SimpleNamespace(**{**vars(asyncio), "sleep": waiter.sleep})
-    own = types.FunctionType(code, names, function.__name__, function.__defaults__)
-    own.__kwdefaults__, own.__qualname__ = function.__kwdefaults__, function.__qualname__
-    queue.start_processing = types.MethodType(own, queue)
+    names = {**function.__globals__, "asyncio": types.SimpleNamespace(**{**vars(asyncio), "sleep": waiter.sleep})}
+    queue.start_processing = types.MethodType(same_function(function, names), queue)
     waiter.wrap_push()
     return waiter
